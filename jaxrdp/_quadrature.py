@@ -1,0 +1,211 @@
+"""Adaptive-window Gauss–Legendre quadrature for log A_α of the Sampled Gaussian Mechanism.
+
+With ``t ~ N(0, 1)``, ``s = 1/σ`` and ``x(t) = q·expm1(s t − s²/2)``, the moment of the SGM
+(Mironov–Talwar–Zhang 2019, Sec. 2–3) is
+
+    A_α = E[(1 + x(t))**α],   and since E[x(t)] = 0,   A_α − 1 = E[g(x(t))],
+    g(x) = (1 + x)**α − 1 − α x  ≥ 0.
+
+We integrate ``φ(t) g(x(t))`` in log space, then ``log A = log1p(A − 1)``, so tiny values
+keep full relative precision and no term can make the result negative.
+
+The integrand of A_α, ``exp(ℓ(t))`` with ``ℓ(t) = −t²/2 + α log(1 − q + q e^{st − s²/2})``,
+is a mixture of unit-width Gaussians centred at ``k s`` (one for each binomial term); it
+has at most two local maxima, because ``ℓ'' = −1 + α s² p(1 − p)`` (``p`` a logistic
+function of ``t``) changes sign at most twice. We locate both maxima by bisection, find
+where ``ℓ`` has dropped by ``depth`` nats on each side, and integrate a fixed number of
+Gauss–Legendre nodes over those windows plus a central window ``[−T, T]`` that carries the
+``−1 − α x`` correction. Windows are made disjoint, so nothing is counted twice. All loop
+counts are static Python ints: one compiled program per shape.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxrdp import _logmath
+
+
+class QuadratureConfig(NamedTuple):
+    """Static knobs of the quadrature, chosen per dtype."""
+
+    nodes_per_window: int
+    root_iterations: int
+    edge_iterations: int
+    series_terms: int
+    depth: float  # nats below each mode at which a window ends
+    central_halfwidth: float
+
+
+FLOAT64_CONFIG = QuadratureConfig(
+    nodes_per_window=48,
+    root_iterations=48,
+    edge_iterations=24,
+    series_terms=26,
+    depth=48.0,
+    central_halfwidth=11.0,
+)
+FLOAT32_CONFIG = QuadratureConfig(
+    nodes_per_window=24,
+    root_iterations=30,
+    edge_iterations=16,
+    series_terms=14,
+    depth=24.0,
+    central_halfwidth=7.5,
+)
+
+
+def config_for(dtype) -> QuadratureConfig:
+    return FLOAT64_CONFIG if jnp.dtype(dtype) == jnp.float64 else FLOAT32_CONFIG
+
+
+def _bisect(fn, lo, hi, iterations: int):
+    """Root of ``fn`` on ``[lo, hi]`` with ``fn(lo) <= 0 <= fn(hi)``, elementwise."""
+
+    def body(_, bracket):
+        lo, hi = bracket
+        mid = 0.5 * (lo + hi)
+        below = fn(mid) < 0
+        return jnp.where(below, mid, lo), jnp.where(below, hi, mid)
+
+    lo, hi = jax.lax.fori_loop(0, iterations, body, (lo, hi))
+    return 0.5 * (lo + hi)
+
+
+def _windows(log_q, log1m_q, s, alpha, cfg: QuadratureConfig):
+    """Disjoint integration windows ``[(lo, hi)] * 3`` in ``t`` for each element."""
+    logit_q = log_q - log1m_q
+    a_s = alpha * s
+    curv_scale = alpha * s * s  # ℓ'' = −1 + curv_scale · p (1 − p)
+
+    def logit_p(t):
+        return s * t - 0.5 * s * s + logit_q
+
+    def ell(t):  # log integrand of A_α, up to a constant
+        return -0.5 * t * t + alpha * jnp.logaddexp(log1m_q, log_q + s * t - 0.5 * s * s)
+
+    def slope_neg(t):  # −ℓ'(t), increasing outside the band where ℓ is convex
+        return t - a_s * jax.nn.sigmoid(logit_p(t))
+
+    # Band where ℓ is convex: p(1 − p) > 1/curv_scale, only when curv_scale > 4.
+    has_band = curv_scale > 4.0
+    disc = jnp.sqrt(jnp.clip(1.0 - 4.0 / jnp.where(has_band, curv_scale, 8.0), 0.0, 1.0))
+    p_lo = (2.0 / jnp.where(has_band, curv_scale, 8.0)) / (1.0 + disc)  # smaller root
+    logit_lo = jnp.log(p_lo) - jnp.log1p(-p_lo)
+    band_lo = (logit_lo - logit_q + 0.5 * s * s) / s
+    band_hi = (-logit_lo - logit_q + 0.5 * s * s) / s
+    zero = jnp.zeros_like(a_s)
+    band_lo = jnp.where(has_band, jnp.clip(band_lo, 0.0, a_s), a_s)
+    band_hi = jnp.where(has_band, jnp.clip(band_hi, 0.0, a_s), zero)
+
+    # Local maxima of ℓ: roots of −ℓ' (from − to +) left and right of the band.
+    a_exists = slope_neg(band_lo) >= 0
+    b_exists = slope_neg(band_hi) <= 0
+    mode_a = _bisect(slope_neg, zero, band_lo, cfg.root_iterations)
+    mode_b = _bisect(slope_neg, band_hi, a_s, cfg.root_iterations)
+    mode_a = jnp.where(a_exists, mode_a, mode_b)
+    mode_b = jnp.where(b_exists, mode_b, mode_a)
+    two_modes = has_band & a_exists & b_exists
+    # Local minimum between them: −ℓ' is decreasing inside the band.
+    valley = _bisect(lambda t: -slope_neg(t), mode_a, mode_b, cfg.root_iterations)
+
+    # Windows are cut relative to the peaks of A_α's integrand, but what we integrate is
+    # A_α − 1, which can be far smaller; deepen the cut by −log(A_α − 1), estimated by
+    # the leading term C(α, 2) q² (e^{s²} − 1) of the binomial expansion.
+    log_leading = (
+        jnp.log(0.5 * alpha * (alpha - 1.0)) + 2.0 * log_q + _logmath.log_expm1(s * s)
+    )
+    depth = cfg.depth + jnp.maximum(0.0, -log_leading)
+    reach = jnp.sqrt(2.0 * depth)
+    left_limit = -reach  # ℓ drops ≥ t²/2 below t = 0
+    right_limit = a_s + reach  # and ≥ (t − αs)²/2 above t = αs
+
+    def edge(mode, other_end):
+        target = ell(mode) - depth
+        # ℓ is monotone between mode and other_end; find where it crosses target.
+        f_other = ell(other_end) - target
+        up = other_end > mode
+
+        def fn(t):  # ≤ 0 at the lo end of the bracket, ≥ 0 at the hi end
+            d = ell(t) - target
+            return jnp.where(up, -d, d)
+
+        # fn(lo) ≤ 0 ≤ fn(hi) holds when the target is crossed; bisection then finds it.
+        lo = jnp.minimum(mode, other_end)
+        hi = jnp.maximum(mode, other_end)
+        crossing = _bisect(fn, lo, hi, cfg.edge_iterations)
+        return jnp.where(f_other >= 0, other_end, crossing)
+
+    a_lo = edge(mode_a, left_limit)
+    a_hi = edge(mode_a, jnp.where(two_modes, valley, right_limit))
+    b_lo = edge(mode_b, jnp.where(two_modes, valley, left_limit))
+    b_hi = edge(mode_b, right_limit)
+
+    # Three windows in increasing order: the central window [−T, T], which carries the
+    # −1 − αx part of g, then the windows of the two modes; a single mode's window is
+    # cut at the mode instead, so every element uses all its nodes.
+    t_c = cfg.central_halfwidth
+    split_at_mode = ~two_modes
+    windows = (
+        (-t_c * jnp.ones_like(a_s), t_c * jnp.ones_like(a_s)),
+        (a_lo, jnp.where(split_at_mode, mode_a, a_hi)),
+        (jnp.where(split_at_mode, mode_a, b_lo), b_hi),
+    )
+    # Make them disjoint (sorted by their left ends already): drop what is covered.
+    covered = jnp.full_like(a_s, -jnp.inf)
+    disjoint = []
+    for lo, hi in windows:
+        lo = jnp.maximum(lo, covered)
+        hi = jnp.maximum(hi, lo)
+        covered = hi
+        disjoint.append((lo, hi))
+
+    # The integrand has complex singularities at t₁ ± iπ/s, where q·e^{st−s²/2} = −(1 − q)
+    # (fractional α); Gauss–Legendre converges fast when t₁ is a panel end, so each
+    # window is cut at t₁ when t₁ is inside, else in its middle.
+    t1 = (-logit_q + 0.5 * s * s) / s
+    pieces = []
+    for lo, hi in disjoint:
+        inside = (lo < t1) & (t1 < hi)
+        cut = jnp.where(inside, t1, 0.5 * (lo + hi))
+        pieces += [(lo, cut), (cut, hi)]
+    return tuple(pieces)
+
+
+def log_a_minus_one(q, sigma, alpha, cfg: QuadratureConfig):
+    """``log(A_α − 1)`` for ``0 < q < 1``, ``σ > 0``, ``α > 1`` (all finite), elementwise.
+
+    Args:
+      q, sigma, alpha: arrays of one floating dtype, mutually broadcastable.
+      cfg: static quadrature settings.
+
+    Returns:
+      Array of the broadcast shape.
+    """
+    s = 1.0 / sigma
+    log_q = jnp.log(q)
+    log1m_q = jnp.log1p(-q)
+    windows = _windows(
+        *(jax.lax.stop_gradient(v) for v in (log_q, log1m_q, s, alpha)), cfg
+    )
+    nodes, weights = _logmath.gauss_legendre(cfg.nodes_per_window)
+    dtype = jnp.result_type(q)
+    nodes = jnp.asarray(nodes, dtype)
+    log_weights = jnp.log(jnp.asarray(weights, dtype))
+
+    q_, s_, alpha_ = q[..., None], s[..., None], alpha[..., None]
+    log_q_ = log_q[..., None]
+    terms = []
+    for lo, hi in windows:
+        half = 0.5 * (hi - lo)[..., None]
+        t = 0.5 * (hi + lo)[..., None] + half * nodes
+        parts = _logmath.node_parts(s_ * t - 0.5 * s_ * s_, q_, log_q_)
+        log_g = _logmath.log_binomial_excess(parts, alpha_, series_terms=cfg.series_terms)
+        safe_half = jnp.where(half > 0, half, 1.0)
+        log_w = jnp.where(half > 0, jnp.log(safe_half) + log_weights, -jnp.inf)
+        terms.append(log_w + _logmath.log_normal_pdf(t) + log_g)
+    return jax.nn.logsumexp(jnp.concatenate(terms, axis=-1), axis=-1)
