@@ -106,3 +106,24 @@ def log_binomial_excess(parts: NodeParts, alpha, *, series_terms: int):
 def log_normal_pdf(t):
     """Log density of the standard normal distribution."""
     return -0.5 * t * t - 0.5 * np.log(2.0 * np.pi)
+
+
+def log_sum_exp_with_shift(log_terms, shift, axis: int = -1):
+    """``log Σ exp(log_terms)`` over ``axis`` using a given ``shift`` instead of the max.
+
+    Exact in exact arithmetic for any finite ``shift``; numerically safe whenever
+    ``shift`` is within a few hundred nats of the true maximum, which lets XLA fuse the
+    producer of ``log_terms`` into a single pass instead of materialising it for a
+    separate max reduction (``jax.nn.logsumexp``).
+
+    Args:
+      log_terms: array ``(..., N)`` (``-inf`` allowed).
+      shift: array ``(...)`` broadcastable to ``log_terms`` without its reduced axis.
+      axis: the reduced axis.
+
+    Returns:
+      Array ``(...)``.
+    """
+    shift = jax.lax.stop_gradient(jnp.where(jnp.isfinite(shift), shift, 0.0))
+    total = jnp.sum(jnp.exp(log_terms - jnp.expand_dims(shift, axis)), axis=axis)
+    return jnp.log(total) + shift

@@ -19,18 +19,19 @@ margin :data:`FLOAT32_SAFETY_MARGIN` so that it never falls below the float64 va
 
 from __future__ import annotations
 
+import contextlib
 import functools
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxrdp import _quadrature, _validate
+from jaxrdp import _grid, _quadrature, _validate
 
 __all__ = ["DEFAULT_ORDERS", "FLOAT32_SAFETY_MARGIN", "log_a", "rdp"]
 
 #: Relative amount added to float32 results so that they stay above the exact value.
-FLOAT32_SAFETY_MARGIN = 2e-5
+FLOAT32_SAFETY_MARGIN = 5e-5
 
 DEFAULT_ORDERS: np.ndarray = np.concatenate(
     [
@@ -62,10 +63,8 @@ def _host_or_traced(*args):
     return dtype, False
 
 
-def _log_a_elementwise(q, sigma, alpha):
-    """log A_α with the special cases, NaN outside the domain. Arrays of one dtype."""
-    dtype = q.dtype
-    cfg = _quadrature.config_for(dtype)
+def _domain_masks(q, sigma, alpha):
+    """Masks of the special cases; arrays broadcast against each other."""
     invalid = (
         jnp.isnan(q)
         | jnp.isnan(sigma)
@@ -79,22 +78,68 @@ def _log_a_elementwise(q, sigma, alpha):
     infinite = ~trivial & ((sigma == 0) | jnp.isposinf(alpha))
     full = ~trivial & ~infinite & (q == 1)
     regular = ~(invalid | trivial | infinite | full)
+    return invalid, infinite, full, regular
 
+
+def _float32_cancellation_allowance(q, sigma, alpha):
+    """Absolute allowance added to log(A − 1) in float32 where rounding cannot be avoided.
+
+    When a high-order term ``q^α e^{α(α−1)/2σ²}`` dominates, log(A − 1) is a difference
+    of two numbers of size ``≈ α|log q|``; float32's own rounding of ``log q`` and
+    ``1/σ²`` then moves the result by ``≈ ε₃₂·α|log q|`` in absolute terms. Below 800
+    nats the fixed margin covers it; beyond, this allowance keeps the result sound.
+    """
+    eps = float(np.finfo(np.float32).eps)
+    q_ = jnp.clip(q, 1e-37, 1.0)
+    sigma_ = jnp.maximum(sigma, 1e-3)
+    size = jnp.minimum(-alpha * jnp.log(q_), alpha * (alpha - 1.0) / (2.0 * sigma_ * sigma_))
+    return 2.0 * eps * jnp.maximum(size - 800.0, 0.0)
+
+
+def _assemble(log_am1, q, sigma, alpha):
+    """log A from log(A − 1) on regular lanes plus the closed-form special cases."""
+    invalid, infinite, full, regular = _domain_masks(q, sigma, alpha)
+    if log_am1.dtype != jnp.float64:
+        log_am1 = log_am1 + _float32_cancellation_allowance(q, sigma, alpha)
+    value = jnp.logaddexp(jnp.zeros_like(log_am1), log_am1)
+    if value.dtype != jnp.float64:
+        value = value * (1.0 + FLOAT32_SAFETY_MARGIN)
+    sigma_f = jnp.where(full, sigma, 1.0)
+    alpha_f = jnp.where(full, alpha, 2.0)
+    value_full = alpha_f * (alpha_f - 1.0) / (2.0 * sigma_f * sigma_f)
+    out = jnp.where(regular, value, jnp.where(full, value_full, 0.0))
+    out = jnp.where(infinite, jnp.inf, out)
+    return jnp.where(invalid, jnp.nan, out)
+
+
+def _log_a_elementwise(q, sigma, alpha):
+    """log A_α for broadcast arrays of one dtype; NaN outside the domain."""
+    cfg = _quadrature.config_for(q.dtype)
+    regular = _domain_masks(q, sigma, alpha)[3]
     q_r = jnp.where(regular, q, 0.5)
     sigma_r = jnp.where(regular, sigma, 1.0)
     alpha_r = jnp.where(regular, alpha, 2.0)
     log_am1 = _quadrature.log_a_minus_one(q_r, sigma_r, alpha_r, cfg)
-    value = jnp.logaddexp(jnp.zeros_like(log_am1), log_am1)
+    return _assemble(log_am1, q, sigma, alpha)
 
-    sigma_f = jnp.where(full, sigma, 1.0)
-    alpha_f = jnp.where(full, alpha, 2.0)
-    value_full = alpha_f * (alpha_f - 1.0) / (2.0 * sigma_f * sigma_f)
 
-    if dtype != jnp.float64:
-        value = value * (1.0 + FLOAT32_SAFETY_MARGIN)
-    out = jnp.where(regular, value, jnp.where(full, value_full, 0.0))
-    out = jnp.where(infinite, jnp.inf, out)
-    return jnp.where(invalid, jnp.nan, out)
+def _log_a_orders(q, sigma, plan: _grid.OrderPlan):
+    """log A_α for cells ``q, σ`` (one shape ``S``) times static orders → ``S + (K,)``."""
+    alpha = jnp.asarray(plan.orders, q.dtype)
+    regular_cell = (q > 0) & (q < 1) & (sigma > 0) & (sigma < jnp.inf)
+    q_r = jnp.where(regular_cell, q, 0.5)
+    sigma_r = jnp.where(regular_cell, sigma, 1.0)
+    log_am1 = _grid.log_a_minus_one(q_r, sigma_r, plan)
+    return _assemble(log_am1, q[..., None], sigma[..., None], alpha)
+
+
+def _rdp_from_log_a(value, q, sigma, alpha):
+    above_one = alpha > 1
+    safe_denominator = jnp.where(above_one & jnp.isfinite(alpha), alpha - 1.0, 1.0)
+    out = value / safe_denominator
+    out = jnp.where(jnp.isposinf(alpha) & (q > 0) & (sigma < jnp.inf), jnp.inf, out)
+    out = jnp.where(jnp.isposinf(alpha) & ((q == 0) | jnp.isposinf(sigma)), 0.0, out)
+    return jnp.where(above_one | jnp.isnan(value), out, jnp.nan)
 
 
 @jax.jit
@@ -106,25 +151,55 @@ def _log_a_jit(q, sigma, alpha):
 @jax.jit
 def _rdp_jit(q, sigma, alpha):
     q, sigma, alpha = jnp.broadcast_arrays(q, sigma, alpha)
-    value = _log_a_elementwise(q, sigma, alpha)
-    above_one = alpha > 1
-    safe_denominator = jnp.where(above_one & jnp.isfinite(alpha), alpha - 1.0, 1.0)
-    out = value / safe_denominator
-    out = jnp.where(jnp.isposinf(alpha) & (q > 0) & (sigma < jnp.inf), jnp.inf, out)
-    out = jnp.where(jnp.isposinf(alpha) & ((q == 0) | jnp.isposinf(sigma)), 0.0, out)
-    return jnp.where(above_one | jnp.isnan(value), out, jnp.nan)
+    return _rdp_from_log_a(_log_a_elementwise(q, sigma, alpha), q, sigma, alpha)
 
 
-def _dispatch(kernel, q, sigma, alpha, *, alpha_low_inclusive: bool):
+@functools.partial(jax.jit, static_argnames="plan")
+def _log_a_orders_jit(q, sigma, plan):
+    q, sigma = jnp.broadcast_arrays(q, sigma)
+    return _log_a_orders(q, sigma, plan)
+
+
+@functools.partial(jax.jit, static_argnames="plan")
+def _rdp_orders_jit(q, sigma, plan):
+    q, sigma = jnp.broadcast_arrays(q, sigma)
+    alpha = jnp.asarray(plan.orders, q.dtype)
+    value = _log_a_orders(q, sigma, plan)
+    return _rdp_from_log_a(value, q[..., None], sigma[..., None], alpha)
+
+
+def _orders_plan(q, sigma, alpha, dtype):
+    """An :class:`_grid.OrderPlan` when the fast path applies, else None.
+
+    It applies in float64 when ``alpha`` is a concrete 1-D vector that broadcasts along
+    a trailing axis of size 1 (or absent) in ``q`` and ``sigma``.
+    """
+    if dtype != jnp.float64 or isinstance(alpha, jax.core.Tracer):
+        return None
+    alpha_np = np.asarray(alpha, dtype=np.float64)
+    if alpha_np.ndim != 1 or alpha_np.size < 2:
+        return None
+    cell_shape = np.broadcast_shapes(np.shape(q), np.shape(sigma))
+    if cell_shape and cell_shape[-1] != 1:
+        return None
+    return _grid.OrderPlan(tuple(float(a) for a in alpha_np))
+
+
+def _dispatch(elementwise, orders_kernel, q, sigma, alpha, *, alpha_low_inclusive: bool):
     _validate.check_range("q", q, low=0.0, high=1.0)
     _validate.check_range("sigma", sigma, low=0.0)
     _validate.check_range("alpha", alpha, low=1.0, low_inclusive=alpha_low_inclusive)
     dtype, host = _host_or_traced(q, sigma, alpha)
-    if host:
-        with jax.enable_x64(True):
-            args = [jnp.asarray(v, jnp.float64) for v in (q, sigma, alpha)]
-            return kernel(*args)
-    return kernel(*(jnp.asarray(v, dtype) for v in (q, sigma, alpha)))
+    with jax.enable_x64(True) if host else contextlib.nullcontext():
+        q, sigma = (jnp.asarray(v, dtype) for v in (q, sigma))
+        plan = _orders_plan(q, sigma, alpha, dtype)
+        if plan is not None:
+            full = jnp.broadcast_shapes(q.shape, sigma.shape)
+            q, sigma = (jnp.broadcast_to(v, full) for v in (q, sigma))
+            if full:  # drop the trailing axis of size 1 that the orders broadcast along
+                q, sigma = q[..., 0], sigma[..., 0]
+            return orders_kernel(q, sigma, plan)
+        return elementwise(q, sigma, jnp.asarray(alpha, dtype))
 
 
 def log_a(q, sigma, alpha):
@@ -154,7 +229,7 @@ def log_a(q, sigma, alpha):
       Mironov, Talwar, Zhang (2019), "Rényi Differential Privacy of the Sampled Gaussian
       Mechanism", Sec. 3 (definition of A_α, Sec. 3.3 for the exact computation).
     """
-    return _dispatch(_log_a_jit, q, sigma, alpha, alpha_low_inclusive=True)
+    return _dispatch(_log_a_jit, _log_a_orders_jit, q, sigma, alpha, alpha_low_inclusive=True)
 
 
 def rdp(q, sigma, alpha):
@@ -177,4 +252,4 @@ def rdp(q, sigma, alpha):
       Mironov, Talwar, Zhang (2019), Sec. 3, Eq. (3); Mironov (2017), "Rényi Differential
       Privacy", Definition 4.
     """
-    return _dispatch(_rdp_jit, q, sigma, alpha, alpha_low_inclusive=False)
+    return _dispatch(_rdp_jit, _rdp_orders_jit, q, sigma, alpha, alpha_low_inclusive=False)
