@@ -31,7 +31,7 @@ import numpy as np
 from jaxrdp import _logmath, _quadrature
 
 SHARED_MAX_ORDER = 12.0
-SHARED_MAX_INV_SIGMA = 1.6
+SHARED_MAX_INV_SIGMA = 1.3
 _SHARED_PANELS = 8
 _SHARED_NODES_PER_PANEL = 16
 _CELLS_PER_CHUNK = 512

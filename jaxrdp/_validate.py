@@ -17,7 +17,7 @@ def is_concrete(*values) -> bool:
 
 def _first_bad(name: str, arr: np.ndarray, bad: np.ndarray, requirement: str):
     if np.any(bad):
-        value = arr[bad].flat[0] if arr.ndim else arr
+        value = float(arr[bad].flat[0] if arr.ndim else arr)
         raise ValueError(f"{name} must be {requirement}; got {name}={value!r}")
 
 

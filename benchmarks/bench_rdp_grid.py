@@ -1,0 +1,111 @@
+"""RDP over a (q, σ) grid at dp_accounting's default orders: jaxrdp vs dp_accounting.
+
+Run from the repository root::
+
+    python benchmarks/bench_rdp_grid.py            # CPU, 24×24 grid, dp_accounting on 64 cells
+    python benchmarks/bench_rdp_grid.py --gpu      # also a 1024×1024 grid in float64 on the GPU
+
+Correctness is checked first, on the same cells: integer orders must agree to 1e-9
+relative (where dp_accounting's own float64 sum is exact, i.e. log A > 1e-3), and on
+fractional orders jaxrdp must not exceed dp_accounting's bound (its series sums |terms| or
+gives up with +inf). Timings: compile apart, ``block_until_ready``, best of repeats.
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import time
+
+import jax
+import numpy as np
+
+import jaxrdp
+
+DP_ORDERS = np.array(
+    [1 + x / 10.0 for x in range(1, 100)] + list(range(11, 64)) + [128, 256, 512, 1024],
+    dtype=np.float64,
+)
+
+
+def _grid(n):
+    q = np.geomspace(1e-4, 0.1, n)
+    sigma = np.linspace(0.8, 10.0, n)
+    qq, ss = np.meshgrid(q, sigma, indexing="ij")
+    return qq.ravel(), ss.ravel()
+
+
+def _best_of(fn, repeats):
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        jax.block_until_ready(fn())
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=24, help="grid side for jaxrdp (n×n cells)")
+    parser.add_argument("--reference-cells", type=int, default=64, help="cells for dp_accounting")
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--gpu", action="store_true", help="also time a 1024×1024 grid")
+    args = parser.parse_args()
+
+    import logging
+
+    logging.getLogger("absl").setLevel(logging.ERROR)  # its "failed to converge" warnings
+    from dp_accounting.rdp import rdp_privacy_accountant as dp_rdp
+
+    q, sigma = _grid(args.n)
+    rng = np.random.default_rng(0)
+    pick = rng.choice(q.size, size=min(args.reference_cells, q.size), replace=False)
+
+    # dp_accounting: one Python call per cell.
+    start = time.perf_counter()
+    theirs = np.array(
+        [dp_rdp._compute_rdp_poisson_subsampled_gaussian(q[i], sigma[i], DP_ORDERS) for i in pick]
+    )
+    t_dp = (time.perf_counter() - start) / len(pick)
+
+    # jaxrdp: the whole grid in one call.
+    run = lambda: jaxrdp.rdp(q[:, None], sigma[:, None], DP_ORDERS)  # noqa: E731
+    start = time.perf_counter()
+    ours = np.asarray(jax.block_until_ready(run()))
+    t_first = time.perf_counter() - start
+    t_ours = _best_of(run, args.repeats) / q.size
+
+    # Correctness on the shared cells.
+    mine = ours[pick]
+    is_int = DP_ORDERS == np.round(DP_ORDERS)
+    exact = is_int[None, :] & (theirs * (DP_ORDERS - 1) > 1e-3)
+    int_err = np.max(np.abs(mine[exact] / theirs[exact] - 1))
+    frac = ~is_int[None, :] & np.ones_like(exact)
+    frac_ok = np.all(mine[frac] <= theirs[frac] * (1 + 1e-12))
+    n_inf = int(np.isinf(theirs[frac]).sum())
+    assert int_err <= 1e-9, f"integer orders disagree: {int_err:.2e}"
+    assert frac_ok, "jaxrdp exceeds dp_accounting's fractional bound"
+
+    print(f"jax {jax.__version__} on {jax.devices()[0].platform}: {platform.processor() or platform.machine()}")
+    print(f"grid: q in [1e-4, 0.1] × σ in [0.8, 10], {len(DP_ORDERS)} orders (dp_accounting defaults)")
+    print(f"agreement on {len(pick)} shared cells: integer orders max rel diff {int_err:.1e}; "
+          f"fractional orders jaxrdp ≤ dp_accounting everywhere ({n_inf} of theirs are +inf)")
+    print(f"{'':24s}{'per cell':>12s}{'cells/s':>12s}")
+    print(f"{'dp_accounting':24s}{t_dp * 1e3:10.2f}ms{1 / t_dp:12.1f}")
+    print(f"{'jaxrdp (' + str(q.size) + ' cells)':24s}{t_ours * 1e6:10.1f}us{1 / t_ours:12.0f}")
+    print(f"ratio (throughput): {t_dp / t_ours:.0f}x    [first call incl. compile: {t_first:.2f} s]")
+
+    if args.gpu:
+        n = 1024
+        q, sigma = _grid(n)
+        run = lambda: jaxrdp.rdp(q[:, None], sigma[:, None], DP_ORDERS)  # noqa: E731
+        start = time.perf_counter()
+        jax.block_until_ready(run())
+        t_first = time.perf_counter() - start
+        t = _best_of(run, 3)
+        print(f"{n}×{n} grid × {len(DP_ORDERS)} orders, float64 on {jax.devices()[0]}: "
+              f"{t:.3f} s (first call {t_first:.2f} s)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,5 @@
+import sys
+
+from jaxrdp.cli import main
+
+sys.exit(main())

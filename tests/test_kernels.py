@@ -1,0 +1,419 @@
+"""Tests of the core kernels ``jaxrdp.log_a`` and ``jaxrdp.rdp``.
+
+References are independent of jaxrdp's formulation: mpmath's exact binomial sum (integer α)
+and tanh–sinh quadrature of the definition (fractional α), frozen in
+``tests/data/log_a_reference.csv`` by ``tests/make_reference.py``; dp_accounting where it is
+exact (integer orders, values not too small).
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import os
+import subprocess
+import sys
+import textwrap
+
+import chex
+import jax
+import jax.numpy as jnp
+import mpmath as mp
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import jaxrdp
+import mp_reference
+from jaxrdp import kernels
+
+DP_ACCOUNTING_ORDERS = np.array(
+    [1 + x / 10.0 for x in range(1, 100)] + list(range(11, 64)) + [128, 256, 512, 1024],
+    dtype=np.float64,
+)
+
+
+def _load_reference(data_dir):
+    with open(os.path.join(data_dir, "log_a_reference.csv")) as fh:
+        rows = list(csv.DictReader(fh))
+    q = np.array([float(r["q"]) for r in rows])
+    sigma = np.array([float(r["sigma"]) for r in rows])
+    alpha = np.array([float(r["alpha"]) for r in rows])
+    ref = np.array([float(mp.mpf(r["log_a"])) for r in rows])
+    return q, sigma, alpha, ref
+
+
+@pytest.fixture(scope="module")
+def reference(data_dir):
+    return _load_reference(data_dir)
+
+
+def _relative(values, ref):
+    return (np.asarray(values, np.float64) - ref) / ref
+
+
+# --------------------------------------------------------------------------- accuracy
+
+
+def test_reference_covers_the_domain(reference):
+    q, sigma, alpha, ref = reference
+    assert len(ref) >= 1000
+    assert q.min() <= 1e-7 and q.max() >= 0.999
+    assert sigma.min() <= 0.2 and sigma.max() >= 1e4
+    assert alpha.max() >= 4096 and alpha.min() <= 1.01
+    assert np.all(ref > 0) and ref.min() < 1e-20  # tiny values are in
+
+
+def test_elementwise_matches_mpmath_reference(reference):
+    q, sigma, alpha, ref = reference
+    got = np.asarray(jaxrdp.log_a(q, sigma, alpha))
+    rel = _relative(got, ref)
+    worst = int(np.argmax(np.abs(rel)))
+    assert np.all(np.isfinite(got)), "NaN or inf inside the domain"
+    assert np.abs(rel).max() <= 1e-11, (q[worst], sigma[worst], alpha[worst], rel[worst])
+    assert rel.min() >= -1e-12, "below the reference: optimistic"
+
+
+def test_grid_path_matches_mpmath_reference(reference):
+    q, sigma, alpha, ref = reference
+    orders = np.unique(alpha)
+    cells = sorted(set(zip(q, sigma)))
+    cq = np.array([c[0] for c in cells])[:, None]
+    cs = np.array([c[1] for c in cells])[:, None]
+    got = np.asarray(jaxrdp.log_a(cq, cs, orders))  # one call: cells × orders
+    index = {c: i for i, c in enumerate(cells)}
+    col = {a: j for j, a in enumerate(orders)}
+    picked = np.array([got[index[(a, b)], col[c]] for a, b, c in zip(q, sigma, alpha)])
+    rel = _relative(picked, ref)
+    worst = int(np.argmax(np.abs(rel)))
+    assert np.abs(rel).max() <= 1e-11, (q[worst], sigma[worst], alpha[worst], rel[worst])
+    assert rel.min() >= -1e-12
+
+
+def test_grid_path_on_small_sigma_falls_back_exactly():
+    # σ < 1/1.3 sends the shared fractional nodes to the elementwise quadrature.
+    orders = np.array([1.5, 2.5, 3.0, 7.25])
+    q, sigma = np.array([[0.01], [0.3]]), np.array([[0.3], [0.25]])
+    got = np.asarray(jaxrdp.log_a(q, sigma, orders))
+    for i in range(2):
+        for j, a in enumerate(orders):
+            if float(a).is_integer():
+                ref = mp_reference.log_a_integer(q[i, 0], sigma[i, 0], int(a), dps=40)
+            else:
+                ref = mp_reference.log_a_fractional(q[i, 0], sigma[i, 0], a, dps=40)
+            assert abs(got[i, j] / float(ref) - 1) < 1e-12
+
+
+def test_tiny_values_keep_full_relative_precision():
+    # q = 1e-7 gives RDP ~ 1e-14: no zero, no noise.
+    for alpha in (2, 8, 3.5):
+        got = float(jaxrdp.rdp(1e-7, 1.0, alpha))
+        if float(alpha).is_integer():
+            ref = mp_reference.log_a_integer(1e-7, 1.0, int(alpha), dps=50)
+        else:
+            ref = mp_reference.log_a_fractional(1e-7, 1.0, alpha, dps=50)
+        ref = float(ref) / (alpha - 1)
+        assert 1e-16 < ref < 1e-12
+        assert abs(got / ref - 1) < 1e-12
+
+
+def test_integer_orders_agree_with_dp_accounting():
+    rdp_lib = pytest.importorskip("dp_accounting.rdp.rdp_privacy_accountant")
+    rng = np.random.default_rng(7)
+    q = rng.uniform(0.01, 0.5, 40)
+    sigma = rng.uniform(0.5, 20.0, 40)
+    orders = np.array([2, 3, 5, 8, 16, 32, 63, 128, 256])
+    got = np.asarray(jaxrdp.rdp(q[:, None], sigma[:, None], orders))
+    worst = 0.0
+    compared = 0
+    for i in range(len(q)):
+        theirs = rdp_lib._compute_rdp_poisson_subsampled_gaussian(q[i], sigma[i], orders)
+        for j in range(len(orders)):
+            # dp_accounting sums ~1 + tiny in float64; only its larger values are exact.
+            if theirs[j] * (orders[j] - 1) > 1e-3:
+                worst = max(worst, abs(got[i, j] / theirs[j] - 1))
+                compared += 1
+    assert compared > 200
+    assert worst <= 1e-10
+
+
+# --------------------------------------------------------- where others are known to fail
+
+
+def test_fractional_orders_where_dp_accounting_gives_up():
+    rdp_lib = pytest.importorskip("dp_accounting.rdp.rdp_privacy_accountant")
+    q, sigma = 0.1, 0.8
+    orders = [1.1, 1.2, 1.3, 1.4, 1.5]
+    theirs = rdp_lib._compute_rdp_poisson_subsampled_gaussian(q, sigma, orders)
+    assert np.all(np.isinf(theirs))  # it excludes every one of these orders
+    for alpha in orders:
+        ref = float(mp_reference.log_a_fractional(q, sigma, alpha)) / (alpha - 1)
+        got = float(jaxrdp.rdp(q, sigma, alpha))
+        assert abs(got / ref - 1) < 1e-12
+
+
+def test_fractional_orders_where_dp_accounting_is_loose():
+    rdp_lib = pytest.importorskip("dp_accounting.rdp.rdp_privacy_accountant")
+    q, sigma, alpha = 0.5, 20.0, 1.1
+    theirs = rdp_lib._compute_rdp_poisson_subsampled_gaussian(q, sigma, [alpha])[0]
+    ref = float(mp_reference.log_a_fractional(q, sigma, alpha)) / (alpha - 1)
+    got = float(jaxrdp.rdp(q, sigma, alpha))
+    assert abs(got / ref - 1) < 1e-12
+    assert theirs > 10 * got  # their |binomial| sum is an order of magnitude off
+
+
+def test_no_negative_rdp_where_the_signed_series_stops_early():
+    # Opacus' signed series returns RDP −0.70 here; the truth is +0.00057.
+    q, sigma, alpha = 0.5, 100.0, 45.5
+    ref = float(mp_reference.log_a_fractional(q, sigma, alpha)) / (alpha - 1)
+    got = float(jaxrdp.rdp(q, sigma, alpha))
+    assert 5e-4 < ref < 6e-4
+    assert abs(got / ref - 1) < 1e-12
+
+
+def test_float32_keeps_the_sign_of_tiny_values():
+    # Summing terms near 1 in float32 gives −1.4e-8 here; the truth is +4.8e-9.
+    ref = float(mp_reference.log_a_integer(1e-5, 1.0, 8, dps=50))
+    got = float(jax.jit(jaxrdp.log_a)(jnp.float32(1e-5), jnp.float32(1.0), jnp.float32(8.0)))
+    q32 = float(np.float32(1e-5))
+    ref32 = float(mp_reference.log_a_integer(q32, 1.0, 8, dps=50))
+    assert 4.7e-9 < ref < 4.9e-9
+    assert ref32 <= got <= ref32 * (1 + 1e-4)
+
+
+# ----------------------------------------------------------------------- special cases
+
+
+def test_special_values():
+    alpha = np.array([1.5, 2.0, 64.0])
+    np.testing.assert_array_equal(np.asarray(jaxrdp.rdp(0.0, 1.3, alpha)), 0.0)
+    np.testing.assert_allclose(
+        np.asarray(jaxrdp.rdp(1.0, 1.3, alpha)), alpha / (2 * 1.3**2), rtol=1e-15
+    )
+    np.testing.assert_allclose(
+        np.asarray(jaxrdp.log_a(1.0, 1.3, alpha)), alpha * (alpha - 1) / (2 * 1.3**2), rtol=1e-15
+    )
+    assert np.all(np.asarray(jaxrdp.rdp(0.1, 0.0, alpha)) == np.inf)
+    assert float(jaxrdp.rdp(0.1, 1.0, np.inf)) == np.inf
+    assert float(jaxrdp.rdp(0.0, 1.0, np.inf)) == 0.0
+    assert float(jaxrdp.rdp(0.1, np.inf, 3.0)) == 0.0
+    assert float(jaxrdp.log_a(0.1, 1.0, 1.0)) == 0.0
+    # q = 1 is the plain Gaussian mechanism: the grid path agrees.
+    np.testing.assert_allclose(
+        np.asarray(jaxrdp.rdp(np.array([[1.0]]), np.array([[2.0]]), DP_ACCOUNTING_ORDERS))[0],
+        DP_ACCOUNTING_ORDERS / 8.0,
+        rtol=1e-15,
+    )
+
+
+def test_broadcasting_shapes():
+    q = np.full((3, 1, 1), 0.01)
+    sigma = np.full((1, 4, 1), 1.1)
+    alpha = np.array([2.0, 3.5])
+    assert jaxrdp.rdp(q, sigma, alpha).shape == (3, 4, 2)
+    assert jaxrdp.rdp(0.01, 1.1, alpha).shape == (2,)
+    assert jaxrdp.rdp(np.full(5, 0.01), np.full(5, 1.1), np.linspace(2, 3, 5)).shape == (5,)
+    assert jaxrdp.rdp(0.01, 1.1, 2.0).shape == ()
+
+
+def test_host_call_returns_float64_without_touching_global_config():
+    code = textwrap.dedent(
+        """
+        import jax, jax.numpy as jnp, jaxrdp
+        out = jaxrdp.rdp(0.01, 1.1, [2.0, 3.5])
+        assert out.dtype == jnp.float64, out.dtype
+        assert not jax.config.jax_enable_x64
+        assert jnp.ones(1).dtype == jnp.float32
+        print("ok")
+        """
+    )
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.strip() == "ok"
+
+
+# ------------------------------------------------------------------------- bad input
+
+
+@pytest.mark.parametrize(
+    "kwargs, name",
+    [
+        (dict(q=1.5, sigma=1.0, alpha=2.0), "q"),
+        (dict(q=-0.1, sigma=1.0, alpha=2.0), "q"),
+        (dict(q=0.1, sigma=-1.0, alpha=2.0), "sigma"),
+        (dict(q=0.1, sigma=1.0, alpha=0.5), "alpha"),
+        (dict(q=float("nan"), sigma=1.0, alpha=2.0), "q"),
+        (dict(q=0.1, sigma=float("nan"), alpha=2.0), "sigma"),
+        (dict(q=0.1, sigma=1.0, alpha=[2.0, float("nan")]), "alpha"),
+    ],
+)
+def test_bad_input_raises_naming_argument(kwargs, name):
+    with pytest.raises(ValueError, match=name):
+        jaxrdp.rdp(**kwargs)
+
+
+def test_rdp_rejects_order_one_eagerly():
+    with pytest.raises(ValueError, match="alpha"):
+        jaxrdp.rdp(0.1, 1.0, 1.0)
+
+
+def test_traced_bad_input_is_nan_not_zero():
+    f = jax.jit(jaxrdp.rdp)
+    with jax.enable_x64(True):
+        out = np.asarray(
+            f(jnp.array([1.5, 0.1, 0.1, 0.1]), jnp.array([1.0, -1.0, 1.0, 1.0]),
+              jnp.array([2.0, 2.0, 0.5, 1.0]))
+        )
+    assert np.all(np.isnan(out))
+
+
+# --------------------------------------------------------------------------- JAX idioms
+
+
+def test_one_compile_per_shape():
+    orders = np.array([1.5, 2.0, 10.0, 100.0])
+    before_grid = kernels._rdp_orders_jit._cache_size()
+    before_elem = kernels._rdp_jit._cache_size()
+    for q, sigma in [(0.01, 1.0), (0.2, 3.0), (1e-5, 50.0)]:
+        jaxrdp.rdp(np.full((3, 1), q), np.full((3, 1), sigma), orders)
+        jaxrdp.rdp(np.full(3, q), np.full(3, sigma), np.array([2.0, 3.5, 9.0]) + q)
+    assert kernels._rdp_orders_jit._cache_size() - before_grid == 1
+    assert kernels._rdp_jit._cache_size() - before_elem == 1
+
+
+def test_user_jit_does_not_retrace_on_new_values():
+    @jax.jit
+    @chex.assert_max_traces(n=1)
+    def step(q, sigma, alpha):
+        return jaxrdp.rdp(q, sigma, alpha)
+
+    chex.clear_trace_counter()
+    for q, sigma, alpha in [(0.01, 1.0, 2.0), (0.3, 5.0, 7.5), (1e-4, 0.9, 64.0)]:
+        out = step(jnp.float32(q), jnp.float32(sigma), jnp.float32(alpha))
+        assert np.isfinite(float(out)) and float(out) > 0
+
+
+def test_vmap_matches_broadcast():
+    q = np.array([0.01, 0.1, 0.5])
+    sigma = np.array([0.9, 2.0, 7.0])
+    alpha = np.array([1.5, 8.0, 40.5])
+    with jax.enable_x64(True):
+        vm = jax.vmap(kernels._rdp_jit)(jnp.asarray(q), jnp.asarray(sigma), jnp.asarray(alpha))
+    np.testing.assert_allclose(np.asarray(vm), np.asarray(jaxrdp.rdp(q, sigma, alpha)), rtol=1e-14)
+
+
+@pytest.mark.parametrize(
+    "q, sigma, alpha", [(0.01, 1.1, 8.0), (0.2, 0.7, 2.5), (1e-4, 3.0, 32.0), (0.5, 5.0, 1.3)]
+)
+def test_gradients_match_finite_differences(q, sigma, alpha):
+    with jax.enable_x64(True):
+        f = lambda a, b: kernels._rdp_jit(a, b, jnp.float64(alpha))  # noqa: E731
+        gq, gs = jax.grad(f, argnums=(0, 1))(jnp.float64(q), jnp.float64(sigma))
+        hq, hs = 1e-6 * q, 1e-6 * sigma
+        fdq = (f(q + hq, sigma) - f(q - hq, sigma)) / (2 * hq)
+        fds = (f(q, sigma + hs) - f(q, sigma - hs)) / (2 * hs)
+    assert np.isfinite(float(gq)) and np.isfinite(float(gs))
+    assert float(gq) > 0 > float(gs)
+    np.testing.assert_allclose(float(gq), float(fdq), rtol=1e-6)
+    np.testing.assert_allclose(float(gs), float(fds), rtol=1e-6)
+
+
+def test_gradients_through_grid_path_and_special_lanes_are_finite():
+    orders = np.array([1.5, 3.0, 33.0])
+    with jax.enable_x64(True):
+        def total(q, sigma):
+            return jnp.sum(kernels._rdp_orders_jit(q, sigma, kernels._grid.OrderPlan(tuple(orders))))
+        g = jax.grad(total, argnums=(0, 1))(jnp.array([0.0, 0.05, 1.0]), jnp.array([1.0, 2.0, 3.0]))
+    assert all(np.all(np.isfinite(np.asarray(x))) for x in g)
+
+
+# ---------------------------------------------------------------------------- float32
+
+
+def test_float32_is_sound_and_accurate():
+    rng = np.random.default_rng(11)
+    n = 2000
+    q = (10 ** rng.uniform(-7, 0, n)).astype(np.float32)
+    q[:200] = rng.uniform(0.5, 0.999, 200)
+    sigma = (10 ** rng.uniform(np.log10(0.2), 4, n)).astype(np.float32)
+    alpha = np.where(
+        rng.uniform(size=n) < 0.5,
+        np.round(10 ** rng.uniform(np.log10(2), np.log10(4096), n)),
+        1 + 10 ** rng.uniform(-2, np.log10(511), n),
+    ).astype(np.float32)
+    f32 = np.asarray(jax.jit(jaxrdp.rdp)(jnp.asarray(q), jnp.asarray(sigma), jnp.asarray(alpha)))
+    assert f32.dtype == np.float32
+    f64 = np.asarray(jaxrdp.rdp(q.astype(np.float64), sigma.astype(np.float64), alpha.astype(np.float64)))
+    rel = f32.astype(np.float64) / f64 - 1
+    assert np.all(np.isfinite(f32)) and np.all(f32 > 0)
+    above_tiny = f64 > np.finfo(np.float32).tiny
+    assert rel[above_tiny].min() >= 0.0, "float32 below float64: optimistic"
+    # Where q^α's own float32 rounding is small (documented), the error is below 1e-4.
+    size = np.minimum(-alpha * np.log(q.astype(np.float64)), alpha * (alpha - 1.0) / (2.0 * sigma.astype(np.float64) ** 2))
+    benign = above_tiny & (size <= 500)
+    assert benign.sum() > 1000
+    assert rel[benign].max() <= 1e-4
+
+
+# ------------------------------------------------------------------ property tests
+
+
+_q = st.floats(1e-6, 0.99)
+_sigma = st.floats(0.3, 200.0)
+_alpha = st.floats(1.05, 300.0)
+
+
+@given(_q, _q, _sigma, _alpha)
+def test_monotone_in_q(q1, q2, sigma, alpha):
+    lo, hi = sorted((q1, q2))
+    r = np.asarray(jaxrdp.rdp(np.array([lo, hi]), sigma, alpha))
+    assert r[1] >= r[0] * (1 - 1e-12)
+
+
+@given(_q, _sigma, _sigma, _alpha)
+def test_monotone_in_sigma(q, s1, s2, alpha):
+    lo, hi = sorted((s1, s2))
+    r = np.asarray(jaxrdp.rdp(q, np.array([lo, hi]), alpha))
+    assert r[1] <= r[0] * (1 + 1e-12)
+
+
+@given(_q, _sigma, _alpha, _alpha)
+def test_monotone_in_alpha(q, sigma, a1, a2):
+    lo, hi = sorted((a1, a2))
+    r = np.asarray(jaxrdp.rdp(q, sigma, np.array([lo, hi])))
+    assert r[1] >= r[0] * (1 - 1e-12)
+    assert np.all(r > 0) and np.all(np.isfinite(r))
+
+
+def _log_b_alpha(q, sigma, alpha):
+    """log B_α = log E_{z∼μ}[(μ₀/μ)^α] = log E_{t∼N(0,1)}[(1 − q + q e^{t/σ − 1/2σ²})^{1−α}]."""
+    with mp.workdps(40):
+        q, sigma, alpha = mp.mpf(q), mp.mpf(sigma), mp.mpf(alpha)
+        s = 1 / sigma
+
+        def f(t):
+            return mp.exp(-t * t / 2) * (1 - q + q * mp.exp(s * t - s * s / 2)) ** (1 - alpha)
+
+        val = mp.quad(f, [-mp.inf, -10, -3, 0, 3, 10, mp.inf]) / mp.sqrt(2 * mp.pi)
+        return float(mp.log(val))
+
+
+@pytest.mark.parametrize(
+    "q, sigma, alpha",
+    [(0.01, 1.0, 2.0), (0.1, 2.0, 5.5), (0.3, 0.8, 1.5), (0.05, 4.0, 20.0), (0.5, 10.0, 3.0)],
+)
+def test_a_alpha_dominates_b_alpha(q, sigma, alpha):
+    # Mironov–Talwar–Zhang 2019, Theorem 5 / Corollary 7: A_α ≥ B_α.
+    log_b = _log_b_alpha(q, sigma, alpha)
+    log_a = float(jaxrdp.log_a(q, sigma, alpha))
+    assert log_b > 0
+    assert log_a >= log_b
+
+
+def test_default_orders_are_documented_superset_of_dp_accounting():
+    orders = jaxrdp.DEFAULT_ORDERS
+    assert orders.dtype == np.float64 and np.all(np.diff(orders) > 0) and orders.min() > 1
+    assert set(np.round(DP_ACCOUNTING_ORDERS, 10)) <= set(np.round(orders, 10))
+    assert not orders.flags.writeable
+    assert math.isclose(orders[0], 1.01)
