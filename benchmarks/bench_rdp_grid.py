@@ -7,8 +7,9 @@ Run from the repository root::
 
 Correctness is checked first, on the same cells: integer orders must agree to 1e-9
 relative (where dp_accounting's own float64 sum is exact, i.e. log A > 1e-3), and on
-fractional orders jaxrdp must not exceed dp_accounting's bound (its series sums |terms| or
-gives up with +inf). Timings: compile apart, ``block_until_ready``, best of repeats.
+fractional orders jaxrdp must not exceed dp_accounting's value by more than 1e-9 relative
+(its series sums |terms|, gives up with +inf, or stops early: it is then up to ~5e-10 *below*
+the exact value, which the check tolerates and the report counts). Timings: compile apart, ``block_until_ready``, best of repeats.
 """
 
 from __future__ import annotations
@@ -81,15 +82,21 @@ def main() -> None:
     exact = is_int[None, :] & (theirs * (DP_ORDERS - 1) > 1e-3)
     int_err = np.max(np.abs(mine[exact] / theirs[exact] - 1))
     frac = ~is_int[None, :] & np.ones_like(exact)
-    frac_ok = np.all(mine[frac] <= theirs[frac] * (1 + 1e-12))
+    frac_ok = np.all(mine[frac] <= theirs[frac] * (1 + 1e-9))
     n_inf = int(np.isinf(theirs[frac]).sum())
+    finite = frac & np.isfinite(theirs)
+    n_below = int(np.sum(mine[finite] > theirs[finite]))
+    worst_below = float(np.max(mine[finite] / theirs[finite] - 1))
+    loosest = float(np.max(theirs[finite] / mine[finite] - 1))
     assert int_err <= 1e-9, f"integer orders disagree: {int_err:.2e}"
     assert frac_ok, "jaxrdp exceeds dp_accounting's fractional bound"
 
     print(f"jax {jax.__version__} on {jax.devices()[0].platform}: {platform.processor() or platform.machine()}")
     print(f"grid: q in [1e-4, 0.1] × σ in [0.8, 10], {len(DP_ORDERS)} orders (dp_accounting defaults)")
     print(f"agreement on {len(pick)} shared cells: integer orders max rel diff {int_err:.1e}; "
-          f"fractional orders jaxrdp ≤ dp_accounting everywhere ({n_inf} of theirs are +inf)")
+          f"fractional orders: {n_inf} of dp_accounting's values are +inf, {n_below} are below "
+          f"jaxrdp's exact value (by up to {worst_below:.1e} rel.), and they exceed it by up to "
+          f"{loosest:.1e} rel.")
     print(f"{'':24s}{'per cell':>12s}{'cells/s':>12s}")
     print(f"{'dp_accounting':24s}{t_dp * 1e3:10.2f}ms{1 / t_dp:12.1f}")
     print(f"{'jaxrdp (' + str(q.size) + ' cells)':24s}{t_ours * 1e6:10.1f}us{1 / t_ours:12.0f}")

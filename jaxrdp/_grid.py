@@ -63,9 +63,9 @@ class OrderPlan:
 
 
 def _integer_groups(values: np.ndarray, idx: np.ndarray):
-    """Group integer orders into size classes so padding stays below 4×."""
+    """Group integer orders into size classes so padding stays below 2×."""
     groups = []
-    bounds = [16, 64, 256, 1024, 4096, 2**14]
+    bounds = [2**p for p in range(4, 15)]
     lo = 0
     for hi in bounds:
         sel = (values > lo) & (values <= hi)
@@ -98,21 +98,24 @@ def _integer_log_a_minus_one(log_q, log1m_q, s, alphas: tuple[int, ...]):
     Returns:
       Array ``(C, G)``.
     """
-    log_binom = jnp.asarray(_log_binomials(alphas))  # (G, K)
+    log_binom = _log_binomials(alphas)  # (G, K) constants
     n_terms = log_binom.shape[1]
     k = np.arange(n_terms, dtype=np.float64)
-    alpha = np.asarray(alphas, dtype=np.float64)
     half_kk = 0.5 * k * (k - 1.0)  # (K,)
     # expm1(k(k−1)s²/2) is shared by every order; −inf for k < 2 (those terms cancel).
     safe = np.where(half_kk > 0, half_kk, 1.0)
     log_e = jnp.where(half_kk > 0, _logmath.log_expm1(safe * (s * s)[:, None]), -jnp.inf)
-    terms = (
-        log_binom[None, :, :]
-        + (k * log_q[:, None])[:, None, :]
-        + (alpha[:, None] - k)[None, :, :] * log1m_q[:, None, None]
-        + log_e[:, None, :]
-    )
-    return jax.nn.logsumexp(terms, axis=-1)
+    shared = log_e + k * log_q[:, None]  # (C, K): everything but C(α,k) and (1−q)^{α−k}
+
+    # One order at a time on a cache-sized (C, K) slab.
+    def body(_, order):
+        alpha, row = order
+        terms = shared + row + (alpha - k) * log1m_q[:, None]
+        return None, jax.nn.logsumexp(terms, axis=-1)
+
+    orders = (jnp.asarray(alphas, dtype=jnp.float64), jnp.asarray(log_binom))
+    _, out = jax.lax.scan(body, None, orders)
+    return out.T
 
 
 def _shared_cover(log_q, s, alpha_min: float, alpha_max: float, cfg):
@@ -168,28 +171,45 @@ def _shared_log_a_minus_one(q, log_q, log1m_q, s, alphas: tuple[float, ...]):
     s_ = s[:, None]
     alpha_ = alpha[None, :, None]
 
-    def log_integrand(t, log_w):  # (C, M) nodes → (C, G, M)
-        parts = _logmath.node_parts(s_ * t - 0.5 * s_ * s_, q[:, None], log_q[:, None])
-        parts = jax.tree_util.tree_map(lambda a: a[:, None, :], parts)
-        log_g = _logmath.log_binomial_excess(parts, alpha_, series_terms=cfg.series_terms)
-        return (log_w + _logmath.log_normal_pdf(t))[:, None, :] + log_g
-
-    # The first and last node of every panel give a shift within a few nats of the
-    # maximum (λ(t) + (t − c)²/2 is convex away from x = 0), so the full sum fuses.
-    n = _SHARED_NODES_PER_PANEL
-    ends = np.concatenate([np.arange(0, t.shape[1], n), np.arange(n - 1, t.shape[1], n)])
-    shift = jnp.max(log_integrand(t[:, ends], log_w[:, ends]), axis=-1)
-    shift = jax.lax.stop_gradient(jnp.where(jnp.isfinite(shift), shift, 0.0))
-
     # One order at a time: each step works on a cache-sized (C, N) slab that XLA fuses
-    # into a single pass (the whole (C, G, N) block would be materialised).
+    # into a single pass (the whole (C, G, N) block would be materialised). In this
+    # bucket x_c = min(r, 0.5/α) = r for every order, so the split between the series
+    # and the expm1 form of g is the same for all orders and is prepared once per node.
     parts = _logmath.node_parts(s_ * t - 0.5 * s_ * s_, q[:, None], log_q[:, None])
     base = log_w + _logmath.log_normal_pdf(t)
+    radius = cfg.series_radius
+    assert radius <= 0.5 / SHARED_MAX_ORDER
+    small = jnp.abs(parts.x) <= radius
+    xs = jnp.where(small, parts.x, 0.0)
+    # log of g's prefactor: C(α,2)·x² on series nodes (C(α,2) added per order), 1 + x else.
+    log_pre = base + jnp.where(small, 2.0 * parts.log_abs_x, parts.log1p_x)
+    lp, y = parts.log1p_x, parts.x_over_1px
+    # The first and last node of every panel give a shift within a few nats of the
+    # maximum (λ(t) + (t − c)²/2 is convex away from x = 0), so the sum needs no max pass.
+    n = _SHARED_NODES_PER_PANEL
+    ends = np.concatenate([np.arange(0, t.shape[1], n), np.arange(n - 1, t.shape[1], n)])
+
+    def log_terms(a, xs, small, lp, y, log_pre):
+        """Leading log factor and positive remainder of each term, for orders ``a``."""
+        beta = a - 1.0
+        acc = jnp.ones_like(xs * a)
+        for j in range(cfg.series_terms - 1, 1, -1):
+            acc = 1.0 + ((a - j) / (j + 1)) * (xs * acc)
+        # (1 + x)·[expm1(βL) − βy] = g; βL < 500 here (σ ≥ 1/1.3, α ≤ 12), no overflow.
+        factor = jnp.where(small, acc, jnp.expm1(beta * lp) - beta * y)
+        lead = log_pre + jnp.where(small, jnp.log(0.5 * a * beta), 0.0)
+        return lead, factor
+
+    node_arrays = (xs, small, lp, y, log_pre)
+    at_ends = [v[:, None, ends] for v in node_arrays]  # (C, 1, E)
+    lead, factor = log_terms(alpha[None, :, None], *at_ends)  # (C, G, E)
+    shift = jnp.max(lead + jnp.log(factor), axis=-1)
+    shift = jax.lax.stop_gradient(jnp.where(jnp.isfinite(shift), shift, 0.0))
 
     def body(_, order):
         a, shift_a = order
-        log_g = _logmath.log_binomial_excess(parts, a, series_terms=cfg.series_terms)
-        total = jnp.sum(jnp.exp(base + log_g - shift_a[:, None]), axis=-1)
+        lead, factor = log_terms(a, *node_arrays)
+        total = jnp.sum(jnp.exp(lead - shift_a[:, None]) * factor, axis=-1)
         return None, jnp.log(total) + shift_a
 
     _, out = jax.lax.scan(body, None, (jnp.asarray(alpha), shift.T))
@@ -245,9 +265,10 @@ def log_a_minus_one(q, sigma, plan: OrderPlan):
         out = _chunk_log_a_minus_one(q, sigma, plan)
     else:
         n_chunks = -(-n // _CELLS_PER_CHUNK)
-        pad = n_chunks * _CELLS_PER_CHUNK - n
-        qp = jnp.concatenate([q, jnp.full((pad,), 0.5, q.dtype)]).reshape(n_chunks, -1)
-        sp = jnp.concatenate([sigma, jnp.ones((pad,), sigma.dtype)]).reshape(n_chunks, -1)
+        size = -(-n // n_chunks)  # balanced chunks: padding below n_chunks cells
+        pad = n_chunks * size - n
+        qp = jnp.concatenate([q, jnp.full((pad,), 0.5, q.dtype)]).reshape(n_chunks, size)
+        sp = jnp.concatenate([sigma, jnp.ones((pad,), sigma.dtype)]).reshape(n_chunks, size)
         out = jax.lax.map(lambda a: _chunk_log_a_minus_one(a[0], a[1], plan), (qp, sp))
-        out = out.reshape(n_chunks * _CELLS_PER_CHUNK, -1)[:n]
+        out = out.reshape(n_chunks * size, -1)[:n]
     return out.reshape(shape + (len(plan.orders),))

@@ -55,29 +55,11 @@ def node_parts(v, q, log_q) -> NodeParts:
     return NodeParts(x, log1p_x, x_over_1px, log_abs_x)
 
 
-def log_binomial_excess(parts: NodeParts, alpha, *, series_terms: int):
-    """``log((1 + x)**alpha - 1 - alpha * x)`` for ``x > -1`` and ``alpha > 1``.
-
-    The argument of the log is non-negative by convexity and vanishes like
-    ``C(alpha, 2) x**2`` at ``x = 0``. With ``b = (alpha − 1) log1p(x)`` it equals
-    ``(1 + x)·[expm1(b) − (alpha − 1)·x/(1 + x)]`` for every ``x > −1``, which we use
-    where ``|x| > x_c``; there the subtraction loses at most a factor of about
-    ``4 / (alpha·x_c) ≤ 20`` in relative precision. For ``|x| <= x_c`` we sum the
-    binomial series ``sum_j C(alpha, j) x**j`` instead (Horner form, ``series_terms``
-    terms, exact for integer ``alpha < series_terms``), with
-    ``x_c = min(0.2, 0.5 / alpha)``. One ``expm1`` and one ``log`` per element.
-
-    Args:
-      parts: :class:`NodeParts` of ``x`` (shape ``S``).
-      alpha: array broadcastable against ``S``, ``alpha > 1``.
-      series_terms: static number of series terms.
-
-    Returns:
-      Array of the broadcast shape; ``-inf`` where ``x == 0``.
-    """
+def _excess_factors(parts: NodeParts, alpha, series_terms: int, series_radius: float):
+    """``(log_prefix, factor)`` with ``g(x) = exp(log_prefix) · factor``, ``factor > 0``."""
     x = parts.x
     beta = alpha - 1.0
-    x_c = jnp.minimum(0.2, 0.5 / alpha)
+    x_c = jnp.minimum(series_radius, 0.5 / alpha)
     small = jnp.abs(x) <= x_c
 
     # Series: g = C(alpha, 2) x^2 [1 + r_2 x (1 + r_3 x (1 + ...))],
@@ -85,7 +67,7 @@ def log_binomial_excess(parts: NodeParts, alpha, *, series_terms: int):
     xs = jnp.where(small, x, 0.0)
     acc = jnp.ones_like(xs * alpha)
     for j in range(series_terms - 1, 1, -1):
-        acc = 1.0 + (alpha - j) / (j + 1) * xs * acc
+        acc = 1.0 + (alpha - j) * (1.0 / (j + 1)) * xs * acc
 
     # Elsewhere: g / (1 + x) = expm1(b) − β·x/(1 + x), with b capped against overflow
     # (beyond the cap expm1(b) dwarfs the subtracted term, so the excess is added back).
@@ -94,13 +76,53 @@ def log_binomial_excess(parts: NodeParts, alpha, *, series_terms: int):
     b_c = jnp.minimum(b, b_cap)
     inner = jnp.expm1(b_c) - beta * parts.x_over_1px
 
-    log_inner = jnp.log(jnp.where(small, acc, jnp.where(small, 1.0, inner)))
-    prefix = jnp.where(
+    factor = jnp.where(small, acc, jnp.where(small, 1.0, inner))
+    log_prefix = jnp.where(
         small,
         jnp.log(0.5 * alpha * beta) + 2.0 * parts.log_abs_x,
         parts.log1p_x + (b - b_c),
     )
-    return prefix + log_inner
+    return log_prefix, factor
+
+
+def log_binomial_excess(parts: NodeParts, alpha, *, series_terms: int, series_radius: float):
+    """``log((1 + x)**alpha - 1 - alpha * x)`` for ``x > -1`` and ``alpha > 1``.
+
+    The argument of the log is non-negative by convexity and vanishes like
+    ``C(alpha, 2) x**2`` at ``x = 0``. With ``b = (alpha − 1) log1p(x)`` it equals
+    ``(1 + x)·[expm1(b) − (alpha − 1)·x/(1 + x)]`` for every ``x > −1``, which we use
+    where ``|x| > x_c``; there the subtraction loses at most a factor of about
+    ``4 / (alpha·x_c)`` in relative precision. For ``|x| <= x_c`` we sum the binomial
+    series ``sum_j C(alpha, j) x**j`` instead (Horner form, ``series_terms`` terms, exact
+    for integer ``alpha < series_terms``), with ``x_c = min(series_radius, 0.5 / alpha)``,
+    so each term is at most ``(1/2)^j / j!`` of the first. One ``expm1`` and one ``log``
+    per element.
+
+    Args:
+      parts: :class:`NodeParts` of ``x`` (shape ``S``).
+      alpha: array broadcastable against ``S``, ``alpha > 1``.
+      series_terms: static number of series terms.
+      series_radius: static upper limit of ``x_c`` (float64: 0.01, costing at most a
+        factor 400 = 4e-14 relative; float32: 0.2, a factor 20).
+
+    Returns:
+      Array of the broadcast shape; ``-inf`` where ``x == 0``.
+    """
+    log_prefix, factor = _excess_factors(parts, alpha, series_terms, series_radius)
+    return log_prefix + jnp.log(factor)
+
+
+def scaled_binomial_excess(
+    parts: NodeParts, alpha, log_scale, *, series_terms: int, series_radius: float
+):
+    """``exp(log_scale) · ((1 + x)**alpha − 1 − alpha·x)`` in linear space.
+
+    The same computation as :func:`log_binomial_excess` without the final ``log``, for
+    sums whose scale (``log_scale``, e.g. log-weights minus a running maximum) is known:
+    one ``expm1`` and one ``exp`` per element.
+    """
+    log_prefix, factor = _excess_factors(parts, alpha, series_terms, series_radius)
+    return jnp.exp(log_scale + log_prefix) * factor
 
 
 def log_normal_pdf(t):

@@ -37,6 +37,7 @@ class QuadratureConfig(NamedTuple):
     root_iterations: int
     edge_iterations: int
     series_terms: int
+    series_radius: float  # |x| below which g is summed as a series
     depth: float  # nats below each mode at which a window ends
     central_halfwidth: float
 
@@ -45,7 +46,8 @@ FLOAT64_CONFIG = QuadratureConfig(
     nodes_per_window=48,
     root_iterations=48,
     edge_iterations=24,
-    series_terms=26,
+    series_terms=14,
+    series_radius=0.01,
     depth=48.0,
     central_halfwidth=11.0,
 )
@@ -54,6 +56,7 @@ FLOAT32_CONFIG = QuadratureConfig(
     root_iterations=30,
     edge_iterations=16,
     series_terms=14,
+    series_radius=0.2,
     depth=24.0,
     central_halfwidth=7.5,
 )
@@ -204,7 +207,8 @@ def log_a_minus_one(q, sigma, alpha, cfg: QuadratureConfig):
         half = 0.5 * (hi - lo)[..., None]
         t = 0.5 * (hi + lo)[..., None] + half * nodes
         parts = _logmath.node_parts(s_ * t - 0.5 * s_ * s_, q_, log_q_)
-        log_g = _logmath.log_binomial_excess(parts, alpha_, series_terms=cfg.series_terms)
+        log_g = _logmath.log_binomial_excess(parts, alpha_, series_terms=cfg.series_terms, series_radius=cfg.series_radius
+        )
         safe_half = jnp.where(half > 0, half, 1.0)
         log_w = jnp.where(half > 0, jnp.log(safe_half) + log_weights, -jnp.inf)
         terms.append(log_w + _logmath.log_normal_pdf(t) + log_g)

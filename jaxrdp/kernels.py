@@ -55,7 +55,11 @@ which halve the gaps of the sparse high end used by small-ε, large-σ runs.
 def _host_or_traced(*args):
     """The dtype to compute in and whether to switch float64 on locally."""
     jax_args = [a for a in args if isinstance(a, (jax.Array, jax.core.Tracer))]
-    if not jax_args:
+    concrete_f64 = all(
+        not isinstance(a, jax.core.Tracer) and a.dtype == jnp.float64 for a in jax_args
+    )
+    if not jax_args or concrete_f64:
+        # Python/NumPy values, or concrete float64 arrays made in an x64 scope.
         return jnp.float64, True
     dtype = jnp.result_type(*jax_args, float)
     if not jnp.issubdtype(dtype, jnp.floating):
