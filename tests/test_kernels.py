@@ -93,7 +93,7 @@ def test_grid_path_matches_mpmath_reference(reference):
 
 def test_grid_path_on_small_sigma_falls_back_exactly():
     # σ < 1/1.3 sends the shared fractional nodes to the elementwise quadrature.
-    orders = np.array([1.5, 2.5, 3.0, 7.25])
+    orders = np.array([1.5, 2.5, 3.0, 3.5, 4.0, 5.5, 6.0, 7.25])
     q, sigma = np.array([[0.01], [0.3]]), np.array([[0.3], [0.25]])
     got = np.asarray(jaxrdp.log_a(q, sigma, orders))
     for i in range(2):
@@ -272,7 +272,7 @@ def test_traced_bad_input_is_nan_not_zero():
 
 
 def test_one_compile_per_shape():
-    orders = np.array([1.5, 2.0, 10.0, 100.0])
+    orders = np.array([1.5, 2.0, 2.5, 3.0, 10.0, 12.5, 64.0, 100.0])
     before_grid = kernels._rdp_orders_jit._cache_size()
     before_elem = kernels._rdp_jit._cache_size()
     for q, sigma in [(0.01, 1.0), (0.2, 3.0), (1e-5, 50.0)]:
@@ -320,7 +320,7 @@ def test_gradients_match_finite_differences(q, sigma, alpha):
 
 
 def test_gradients_through_grid_path_and_special_lanes_are_finite():
-    orders = np.array([1.5, 3.0, 33.0])
+    orders = np.array([1.5, 2.0, 3.0, 4.5, 7.0, 11.5, 33.0, 64.0])
     with jax.enable_x64(True):
         def total(q, sigma):
             return jnp.sum(kernels._rdp_orders_jit(q, sigma, kernels._grid.OrderPlan(tuple(orders))))

@@ -1,0 +1,724 @@
+"""From Rényi-DP curves to (ε, δ)-DP guarantees, and the SGM composed over many steps.
+
+A mechanism that is ``(α, r_α)``-RDP for every order ``α`` in a grid is ``(ε, δ)``-DP for
+the best order of the grid. Two conversions are implemented, both sound for every real
+order ``α > 1``:
+
+* ``"classic"``: ``ε = r_α + log(1/δ) / (α − 1)``
+  (Mironov 2017, Proposition 3; Claim 21.3 of the blog post in ``shared/papers``).
+* ``"improved"``: ``ε = r_α + log1p(−1/α) − log(δ α) / (α − 1)``
+  (Canonne, Kamath, Steinke 2020, Proposition 12; Balle et al. 2020, Theorem 21),
+  equivalently ``δ = exp((α − 1)(r_α − ε)) · (1 − 1/α)^(α−1) / α``. Never worse than
+  ``"classic"``, because ``(1 − 1/α)^(α−1) / α < 1``.
+
+Both are combined with the **KL shortcut**: Rényi divergences grow with the order, so
+``KL ≤ r_α`` for every ``α > 1``, and by the Bretagnolle–Huber inequality the total
+variation distance, which is the ``δ`` of ``(0, δ)``-DP, is at most ``sqrt(1 − e^{−KL})``.
+Hence ``δ ≥ sqrt(1 − exp(−r_α))`` for some order already gives ``ε = 0``, and
+``δ ≤ sqrt(1 − exp(−r_α))`` holds for every ``ε ≥ 0``.
+
+Numerics. Every per-order value is rounded *outwards* by ``8·eps(dtype)`` times the sum of
+the magnitudes of its terms, so rounding never makes ε or δ smaller than the exact value
+of the formula (a relative change of about 2e-15 in float64 and 1e-6 in float32). Inputs
+given as Python or NumPy values are computed in float64 inside a local
+``jax.enable_x64`` scope and returned as float64 JAX arrays, like :func:`jaxrdp.rdp`; JAX
+arrays and tracers are computed in their own floating dtype (float32 at least).
+
+NaN conventions. With concrete inputs, invalid arguments raise ``ValueError`` naming the
+argument and the offending value or shape. Under a JAX transformation no exception can be
+raised, and an invalid argument (negative or NaN RDP, ``δ ∉ [0, 1]``, ``ε < 0``,
+``α ≤ 1``, negative or NaN steps) turns the affected results into NaN, which means
+"undefined input", never a valid-looking 0.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import warnings
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxrdp import _validate, kernels
+
+__all__ = [
+    "METHODS",
+    "DeltaResult",
+    "EpsilonResult",
+    "OrderAtEdgeWarning",
+    "compose_rdp",
+    "delta",
+    "delta_from_rdp",
+    "epsilon",
+    "epsilon_from_rdp",
+]
+
+#: The RDP → (ε, δ) conversions this module implements.
+METHODS = ("classic", "improved")
+
+#: Outward rounding of every per-order value, in units of the dtype's machine epsilon
+#: times the summed magnitudes of the terms.
+_ROUNDING_ULPS = 8.0
+
+#: Golden-section iterations of the order refinement (bracket shrinks by 0.618**k).
+_REFINE_ITERATIONS = 40
+
+
+class EpsilonResult(NamedTuple):
+    """ε of an RDP curve, with the order that attains it.
+
+    Attributes:
+      epsilon: the ε of the ``(ε, δ)`` guarantee, shape of the leading (non-order) axes.
+      order: the Rényi order at which it is attained (a grid order, or the refined
+        continuous order when ``refine=True`` improved on the grid).
+      at_edge: True where the best grid order is the smallest or the largest order of the
+        grid (and ε is finite and positive), i.e. a wider grid might give a smaller ε.
+    """
+
+    epsilon: jax.Array
+    order: jax.Array
+    at_edge: jax.Array
+
+
+class DeltaResult(NamedTuple):
+    """δ of an RDP curve, with the order that attains it.
+
+    Attributes:
+      delta: the δ of the ``(ε, δ)`` guarantee, in ``[0, 1]``.
+      order: the Rényi order at which it is attained.
+      at_edge: True where the best grid order is the smallest or the largest of the grid
+        (and ``0 < δ < 1``).
+    """
+
+    delta: jax.Array
+    order: jax.Array
+    at_edge: jax.Array
+
+
+class OrderAtEdgeWarning(UserWarning):
+    """The optimal Rényi order is the smallest or largest order of the grid."""
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _check_method(method: str) -> None:
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}; got method={method!r}")
+
+
+def _compute_context(*args):
+    """The floating dtype to compute in, and the context that makes it available.
+
+    JAX arrays and tracers set the dtype (float32 at least); pure Python/NumPy input
+    computes in float64. Concrete float64 work runs inside a local ``jax.enable_x64``
+    scope; under a transformation nothing is switched (the tracers' dtype is given).
+    """
+    floating = [
+        a.dtype
+        for a in args
+        if isinstance(a, (jax.Array, jax.core.Tracer)) and jnp.issubdtype(a.dtype, jnp.floating)
+    ]
+    concrete = _validate.is_concrete(*args)
+    if floating:
+        dtype = functools.reduce(jnp.promote_types, floating, jnp.dtype(jnp.float32))
+    elif concrete:
+        dtype = jnp.dtype(jnp.float64)
+    else:
+        dtype = jnp.dtype(jnp.result_type(float))
+    if concrete and dtype == jnp.float64:
+        return dtype, jax.enable_x64(True)
+    return dtype, contextlib.nullcontext()
+
+
+def _check_steps(steps) -> None:
+    """Steps must be non-negative integers (concrete values only)."""
+    if not _validate.is_concrete(steps):
+        return
+    _validate.check_range("steps", steps, low=0.0, allow_inf=False)
+    arr = np.asarray(steps, dtype=np.float64)
+    bad = arr != np.floor(arr)
+    if np.any(bad):
+        value = arr[bad].flat[0] if arr.ndim else arr
+        raise ValueError(f"steps must be a non-negative integer; got steps={float(value)!r}")
+
+
+def _check_orders(orders) -> None:
+    if np.ndim(orders) < 1:
+        raise ValueError(
+            f"orders must have at least one axis (the orders axis); got shape {np.shape(orders)}"
+        )
+    if np.shape(orders)[-1] == 0:
+        raise ValueError("orders must not be empty; got shape (0,)")
+    _validate.check_range("orders", orders, low=1.0, low_inclusive=False)
+
+
+def _scale_rdp(per_step, steps):
+    """``steps · per_step`` with ``0 · inf = 0`` (zero steps cost nothing); NaN for bad steps."""
+    steps = jnp.asarray(steps, per_step.dtype)
+    bad = jnp.isnan(steps) | (steps < 0)
+    scaled = jnp.where(steps == 0, jnp.zeros_like(per_step), steps * per_step)
+    return jnp.where(bad, jnp.nan, scaled)
+
+
+def _ulp(dtype) -> float:
+    return _ROUNDING_ULPS * float(jnp.finfo(dtype).eps)
+
+
+def _safe(x):
+    """``x`` where finite, 0 elsewhere: for magnitude estimates that must stay finite."""
+    return jnp.where(jnp.isfinite(x), x, 0.0)
+
+
+def _epsilon_per_order(rdp, alpha, log_delta, method: str):
+    """ε(α) of one order, with the KL shortcut; elementwise, all arrays of one dtype.
+
+    ``rdp ≥ 0`` (may be ``+inf``), ``α > 1`` (may be ``+inf``), ``log δ ∈ [−inf, 0]``.
+    """
+    u = _ulp(rdp.dtype)
+    finite_alpha = jnp.isfinite(alpha)
+    a = jnp.where(finite_alpha, alpha, 2.0)
+    am1 = a - 1.0
+    if method == "improved":
+        term1 = jnp.log1p(-1.0 / a)
+        term2 = -(log_delta + jnp.log(a)) / am1
+    else:
+        term1 = jnp.zeros_like(a)
+        term2 = -log_delta / am1
+    # At α = ∞ both bounds become pure DP: ε = r_∞ for any δ ≥ 0.
+    term1 = jnp.where(finite_alpha, term1, 0.0)
+    term2 = jnp.where(finite_alpha, term2, 0.0)
+    eps = rdp + term1 + term2
+    eps = eps + u * (jnp.abs(_safe(rdp)) + jnp.abs(term1) + jnp.abs(_safe(term2)))
+
+    # KL shortcut: δ > sqrt(1 − e^{−r}) ⇔ 2 log δ > log(−expm1(−r)) gives ε = 0.
+    log_tv = jnp.log(-jnp.expm1(-rdp))
+    two_log_delta = 2.0 * log_delta
+    kl_margin = u * (jnp.abs(_safe(log_tv)) + jnp.abs(_safe(two_log_delta)))
+    kl = (rdp == 0) | (two_log_delta > log_tv + kl_margin)
+    return jnp.where(kl, jnp.zeros_like(eps), eps)
+
+
+def _log_delta_per_order(rdp, alpha, epsilon, method: str):
+    """log δ(α) of one order, the minimum of the RDP bound and the KL bound; elementwise."""
+    u = _ulp(rdp.dtype)
+    finite_alpha = jnp.isfinite(alpha)
+    a = jnp.where(finite_alpha, alpha, 2.0)
+    am1 = a - 1.0
+    r = _safe(rdp)
+    e = _safe(epsilon)
+    if method == "improved":
+        l1 = am1 * jnp.log1p(-1.0 / a)
+        la = jnp.log(a)
+    else:
+        l1 = jnp.zeros_like(a)
+        la = jnp.zeros_like(a)
+    log_d = am1 * (r - e) + l1 - la
+    log_d = log_d + u * (jnp.abs(am1 * r) + jnp.abs(am1 * e) + jnp.abs(l1) + jnp.abs(la))
+    # ε = ∞ with finite r: P ≪ Q, so δ = 0.  r = ∞: no bound from this order (δ = 1).
+    log_d = jnp.where(jnp.isposinf(epsilon), -jnp.inf, log_d)
+    log_d = jnp.where(jnp.isposinf(rdp), 0.0, log_d)
+    # α = ∞ (pure DP ε ≥ r_∞ gives δ = 0).
+    pure = (rdp <= epsilon) if method == "improved" else (rdp < epsilon)
+    log_d_inf = jnp.where(pure & ~jnp.isposinf(rdp), -jnp.inf, 0.0)
+    log_d = jnp.where(finite_alpha, log_d, log_d_inf)
+
+    log_tv = jnp.log(-jnp.expm1(-rdp))  # −inf at r = 0, 0 at r = ∞
+    log_kl = 0.5 * log_tv
+    log_kl = log_kl + u * jnp.abs(_safe(log_kl))
+    return jnp.minimum(log_d, log_kl)
+
+
+def _edge_flag(index, orders_b):
+    """True where ``index`` picks the smallest or the largest order along the last axis."""
+    chosen = jnp.take_along_axis(orders_b, index[..., None], axis=-1)[..., 0]
+    return (chosen == jnp.min(orders_b, axis=-1)) | (chosen == jnp.max(orders_b, axis=-1))
+
+
+@functools.partial(jax.jit, static_argnames=("method",))
+def _epsilon_core(rdp, orders, delta, method):
+    shape = jnp.broadcast_shapes(rdp.shape, orders.shape)
+    lead = jnp.broadcast_shapes(shape[:-1], delta.shape)
+    rdp_b = jnp.broadcast_to(rdp, lead + shape[-1:])
+    orders_b = jnp.broadcast_to(orders, lead + shape[-1:])
+    delta_b = jnp.broadcast_to(delta, lead)
+
+    invalid = (
+        jnp.any(jnp.isnan(rdp_b) | (rdp_b < 0) | jnp.isnan(orders_b) | (orders_b <= 1), axis=-1)
+        | jnp.isnan(delta_b)
+        | (delta_b < 0)
+        | (delta_b > 1)
+    )
+    safe_delta = jnp.where(invalid, 0.5, delta_b)
+    log_delta = jnp.log(safe_delta)[..., None]
+    safe_rdp = jnp.where(jnp.isnan(rdp_b) | (rdp_b < 0), 0.0, rdp_b)
+    safe_orders = jnp.where(jnp.isnan(orders_b) | (orders_b <= 1), 2.0, orders_b)
+    per_order = _epsilon_per_order(safe_rdp, safe_orders, log_delta, method)
+
+    index = jnp.argmin(per_order, axis=-1)
+    eps = jnp.take_along_axis(per_order, index[..., None], axis=-1)[..., 0]
+    order = jnp.take_along_axis(orders_b, index[..., None], axis=-1)[..., 0]
+    eps = jnp.maximum(eps, 0.0)
+    eps = jnp.where(safe_delta >= 1, 0.0, eps)  # everything is (0, 1)-DP
+    at_edge = _edge_flag(index, orders_b) & (eps > 0) & jnp.isfinite(eps)
+    eps = jnp.where(invalid, jnp.nan, eps)
+    order = jnp.where(invalid, jnp.nan, order)
+    return EpsilonResult(eps, order, at_edge & ~invalid), index
+
+
+@functools.partial(jax.jit, static_argnames=("method",))
+def _delta_core(rdp, orders, epsilon, method):
+    shape = jnp.broadcast_shapes(rdp.shape, orders.shape)
+    lead = jnp.broadcast_shapes(shape[:-1], epsilon.shape)
+    rdp_b = jnp.broadcast_to(rdp, lead + shape[-1:])
+    orders_b = jnp.broadcast_to(orders, lead + shape[-1:])
+    eps_b = jnp.broadcast_to(epsilon, lead)
+
+    invalid = (
+        jnp.any(jnp.isnan(rdp_b) | (rdp_b < 0) | jnp.isnan(orders_b) | (orders_b <= 1), axis=-1)
+        | jnp.isnan(eps_b)
+        | (eps_b < 0)
+    )
+    safe_eps = jnp.where(invalid, 1.0, eps_b)[..., None]
+    safe_rdp = jnp.where(jnp.isnan(rdp_b) | (rdp_b < 0), 0.0, rdp_b)
+    safe_orders = jnp.where(jnp.isnan(orders_b) | (orders_b <= 1), 2.0, orders_b)
+    per_order = _log_delta_per_order(safe_rdp, safe_orders, safe_eps, method)
+
+    index = jnp.argmin(per_order, axis=-1)
+    log_d = jnp.take_along_axis(per_order, index[..., None], axis=-1)[..., 0]
+    order = jnp.take_along_axis(orders_b, index[..., None], axis=-1)[..., 0]
+    dlt = jnp.minimum(jnp.exp(log_d), 1.0)
+    at_edge = _edge_flag(index, orders_b) & (dlt > 0) & (dlt < 1)
+    dlt = jnp.where(invalid, jnp.nan, dlt)
+    order = jnp.where(invalid, jnp.nan, order)
+    return DeltaResult(dlt, order, at_edge & ~invalid), index
+
+
+def _check_shapes(rdp_shape, orders_shape, other_name, other_shape):
+    if len(rdp_shape) < 1:
+        raise ValueError(
+            f"rdp must have an orders axis (last axis); got rdp of shape {tuple(rdp_shape)}"
+        )
+    try:
+        full = np.broadcast_shapes(tuple(rdp_shape), tuple(orders_shape))
+    except ValueError:
+        full = None
+    if full is None or full[-1] != rdp_shape[-1]:
+        raise ValueError(
+            "rdp and orders must agree on the last (orders) axis and broadcast; got "
+            f"rdp of shape {tuple(rdp_shape)} and orders of shape {tuple(orders_shape)}"
+        )
+    try:
+        np.broadcast_shapes(full[:-1], tuple(other_shape))
+    except ValueError:
+        raise ValueError(
+            f"{other_name} must broadcast against the leading shape {full[:-1]} of rdp; "
+            f"got {other_name} of shape {tuple(other_shape)}"
+        ) from None
+
+
+def _warn_if_at_edge(at_edge, orders, what: str) -> None:
+    if not _validate.is_concrete(at_edge):
+        return
+    flags = np.asarray(at_edge)
+    if np.any(flags):
+        o = np.asarray(orders)
+        warnings.warn(
+            f"The optimal Rényi order for {what} is at the edge of the order grid "
+            f"[{np.min(o):g}, {np.max(o):g}] for {int(flags.sum())} of {flags.size} "
+            "input(s); a grid that extends further may give a tighter bound.",
+            OrderAtEdgeWarning,
+            stacklevel=3,
+        )
+
+
+# --------------------------------------------------------------------------- public: curves
+
+
+def epsilon_from_rdp(rdp, orders, delta, *, method: str = "improved", return_info: bool = False):
+    """Convert an RDP curve to the smallest ε over the orders at a given δ.
+
+    ``ε = max(0, min_α ε_α)`` where ``ε_α`` is the chosen conversion at order ``α``, set to
+    0 at orders where the KL shortcut ``δ > sqrt(1 − exp(−r_α))`` applies (``r_α = 0``
+    counts as applying). Clipping at 0 is sound: ``ε_α < 0`` means that δ exceeds the
+    order's δ-bound at ε = 0.
+
+    Args:
+      rdp: RDP values, shape ``(..., K)``, orders on the last axis, all ``≥ 0``
+        (``+inf`` allowed: no guarantee at that order).
+      orders: the Rényi orders ``α > 1``, shape ``(K,)`` or broadcastable to ``rdp``'s
+        shape with the same last axis; ``+inf`` allowed (pure DP, ε = r_∞).
+      delta: target δ in ``[0, 1]``, broadcastable to the leading shape ``(...)``.
+        ``δ = 0`` gives ``+inf`` unless the whole curve is 0 (then 0); ``δ = 1`` gives 0.
+      method: ``"improved"`` (default) or ``"classic"``; see the module docstring.
+      return_info: if True, return an :class:`EpsilonResult` with the ``at_edge`` flag.
+
+    Returns:
+      ``(epsilon, order)``, arrays of the broadcast leading shape: ε ≥ 0 (``+inf`` when no
+      order gives a finite bound) and the order attaining it. With ``return_info=True`` an
+      :class:`EpsilonResult` ``(epsilon, order, at_edge)``. With concrete inputs an
+      :class:`OrderAtEdgeWarning` is emitted when any ``at_edge`` is True. Under a
+      transformation, invalid inputs give ``epsilon = order = NaN``.
+
+    Raises:
+      ValueError: with concrete inputs, for negative or NaN RDP values, ``δ ∉ [0, 1]``,
+        orders ``≤ 1``, an unknown ``method``, or shapes that do not broadcast (shape
+        errors are raised under ``jit`` too, since shapes are static).
+
+    References:
+      Mironov (2017), "Rényi Differential Privacy", Proposition 3 (``"classic"``).
+      Canonne, Kamath, Steinke (2020), "The Discrete Gaussian for Differential Privacy",
+      Proposition 12; Balle, Barthe, Gaboardi, Hsu, Sato (2020), "Hypothesis Testing
+      Interpretations and Rényi Differential Privacy", Theorem 21 (``"improved"``).
+    """
+    _check_method(method)
+    _check_shapes(np.shape(rdp), np.shape(orders), "delta", np.shape(delta))
+    _validate.check_range("rdp", rdp, low=0.0)
+    _check_orders(orders)
+    _validate.check_range("delta", delta, low=0.0, high=1.0)
+    dtype, ctx = _compute_context(rdp, orders, delta)
+    with ctx:
+        result, _ = _epsilon_core(
+            jnp.asarray(rdp, dtype), jnp.asarray(orders, dtype), jnp.asarray(delta, dtype), method
+        )
+    _warn_if_at_edge(result.at_edge, orders, "epsilon")
+    return result if return_info else (result.epsilon, result.order)
+
+
+def delta_from_rdp(rdp, orders, epsilon, *, method: str = "improved", return_info: bool = False):
+    """Convert an RDP curve to the smallest δ over the orders at a given ε.
+
+    Per order, ``δ_α = min(δ_RDP(α), sqrt(1 − exp(−r_α)))`` with
+    ``δ_RDP = exp((α − 1)(r_α − ε) + (α − 1) log1p(−1/α) − log α)`` (``"improved"``, the
+    improved ε formula solved for δ) or ``exp((α − 1)(r_α − ε))`` (``"classic"``, blog
+    Claim 21.1); the result is ``min(1, min_α δ_α)``.
+
+    Args:
+      rdp: RDP values, shape ``(..., K)``, orders on the last axis, all ``≥ 0``.
+      orders: Rényi orders ``α > 1``, shape ``(K,)`` or broadcastable to ``rdp``.
+      epsilon: target ε ``≥ 0`` (``+inf`` allowed), broadcastable to the leading shape.
+      method: ``"improved"`` (default) or ``"classic"``.
+      return_info: if True, return a :class:`DeltaResult` with the ``at_edge`` flag.
+
+    Returns:
+      ``(delta, order)`` of the broadcast leading shape, ``δ ∈ [0, 1]``; with
+      ``return_info=True`` a :class:`DeltaResult`. Invalid inputs under a transformation
+      give NaN.
+
+    Raises:
+      ValueError: with concrete inputs, for negative or NaN RDP, ``ε < 0`` or NaN, orders
+        ``≤ 1``, an unknown ``method``, or shapes that do not broadcast.
+
+    References:
+      Mironov (2017), Proposition 3; Canonne, Kamath, Steinke (2020), Proposition 12.
+    """
+    _check_method(method)
+    _check_shapes(np.shape(rdp), np.shape(orders), "epsilon", np.shape(epsilon))
+    _validate.check_range("rdp", rdp, low=0.0)
+    _check_orders(orders)
+    _validate.check_range("epsilon", epsilon, low=0.0)
+    dtype, ctx = _compute_context(rdp, orders, epsilon)
+    with ctx:
+        result, _ = _delta_core(
+            jnp.asarray(rdp, dtype), jnp.asarray(orders, dtype), jnp.asarray(epsilon, dtype), method
+        )
+    _warn_if_at_edge(result.at_edge, orders, "delta")
+    return result if return_info else (result.delta, result.order)
+
+
+# --------------------------------------------------------------------------- public: SGM
+
+
+def _golden_section(objective, lo, hi, iterations: int):
+    """Minimise ``objective`` elementwise over ``[lo, hi]``; return ``(x, f(x))`` of the best
+    point evaluated. Every evaluated point is a valid order, so any returned value is a
+    valid bound whether or not the objective is unimodal."""
+    inv_phi = (np.sqrt(5.0) - 1.0) / 2.0
+    c = hi - inv_phi * (hi - lo)
+    d = lo + inv_phi * (hi - lo)
+    fc = objective(c)
+    fd = objective(d)
+    best_x = jnp.where(fd < fc, d, c)
+    best_f = jnp.minimum(fc, fd)
+
+    def body(_, carry):
+        lo, hi, c, d, fc, fd, best_x, best_f = carry
+        left = fc < fd  # minimum in [lo, d]
+        new_lo = jnp.where(left, lo, c)
+        new_hi = jnp.where(left, d, hi)
+        width = new_hi - new_lo
+        x = jnp.where(left, new_hi - inv_phi * width, new_lo + inv_phi * width)
+        fx = objective(x)
+        new_c = jnp.where(left, x, d)
+        new_fc = jnp.where(left, fx, fd)
+        new_d = jnp.where(left, c, x)
+        new_fd = jnp.where(left, fc, fx)
+        improved = fx < best_f
+        best_x = jnp.where(improved, x, best_x)
+        best_f = jnp.where(improved, fx, best_f)
+        return new_lo, new_hi, new_c, new_d, new_fc, new_fd, best_x, best_f
+
+    carry = jax.lax.fori_loop(0, iterations, body, (lo, hi, c, d, fc, fd, best_x, best_f))
+    return carry[-2], carry[-1]
+
+
+@jax.jit
+def _bracket(orders, index):
+    """The interval ``[orders[i−1], orders[i+1]]`` (clamped; infinite ends pulled in)."""
+    k = orders.shape[-1]
+    lo = orders[jnp.maximum(index - 1, 0)]
+    mid = orders[index]
+    hi = orders[jnp.minimum(index + 1, k - 1)]
+    hi = jnp.where(jnp.isinf(hi), jnp.where(jnp.isinf(mid), lo, mid), hi)
+    return lo, hi
+
+
+@functools.partial(jax.jit, static_argnames=("method", "kind"))
+def _refine(q, sigma, steps, target, lo, hi, method, kind):
+    """Golden-section search of the order in ``[lo, hi]``, elementwise.
+
+    ``kind == "epsilon"``: minimise ε(α) at ``target = δ``; ``kind == "delta"``: minimise
+    log δ(α) at ``target = ε``. Returns ``(best order, best value)`` (value: ε or δ).
+    Compiled per shape only (the brackets are inputs, not the order grid).
+    """
+    if kind == "epsilon":
+        log_delta = jnp.log(jnp.where((target > 0) & (target <= 1), target, 0.5))
+
+        def objective(alpha):
+            total = _scale_rdp(kernels.rdp(q, sigma, alpha), steps)
+            return _epsilon_per_order(total, alpha, log_delta, method)
+
+        alpha, value = _golden_section(objective, lo, hi, _REFINE_ITERATIONS)
+        value = jnp.maximum(value, 0.0)
+        # δ = 0 or 1 are settled exactly by the grid; NaN lanes stay NaN there.
+        value = jnp.where((target > 0) & (target < 1), value, jnp.inf)
+        return alpha, value
+    safe_eps = jnp.where(target >= 0, target, 1.0)
+
+    def objective(alpha):
+        total = _scale_rdp(kernels.rdp(q, sigma, alpha), steps)
+        return _log_delta_per_order(total, alpha, safe_eps, method)
+
+    alpha, log_value = _golden_section(objective, lo, hi, _REFINE_ITERATIONS)
+    return alpha, jnp.minimum(jnp.exp(log_value), 1.0)
+
+
+def _refined(result, value, alpha):
+    """Keep the refined value only where it beats the grid (NaN grid lanes stay NaN)."""
+    grid_value = result[0]
+    better = value < grid_value
+    return type(result)(
+        jnp.where(better, value, grid_value), jnp.where(better, alpha, result.order), result.at_edge
+    )
+
+
+def _orders_for_kernel(orders, dtype):
+    """Concrete NumPy orders stay NumPy (the kernel's fast path); JAX orders are sorted."""
+    if isinstance(orders, np.ndarray):
+        return orders
+    return jnp.sort(jnp.asarray(orders, dtype))
+
+
+def _prepare_sgm(q, sigma, steps, target, target_name, orders):
+    """Validate the SGM arguments; return sorted orders and the compute context."""
+    _validate.check_range("q", q, low=0.0, high=1.0)
+    _validate.check_range("sigma", sigma, low=0.0)
+    _check_steps(steps)
+    if orders is None:
+        orders = kernels.DEFAULT_ORDERS
+    if np.ndim(orders) != 1:
+        raise ValueError(f"orders must be 1-D; got orders of shape {np.shape(orders)}")
+    _check_orders(orders)
+    if _validate.is_concrete(orders) and not isinstance(orders, jax.Array):
+        orders = np.sort(np.asarray(orders, dtype=np.float64))
+    try:
+        np.broadcast_shapes(np.shape(q), np.shape(sigma), np.shape(steps), np.shape(target))
+    except ValueError:
+        raise ValueError(
+            "q, sigma, steps and "
+            f"{target_name} must broadcast together; got shapes {np.shape(q)}, "
+            f"{np.shape(sigma)}, {np.shape(steps)} and {np.shape(target)}"
+        ) from None
+    dtype, ctx = _compute_context(q, sigma, steps, target, orders)
+    return orders, dtype, ctx
+
+
+def epsilon(
+    q,
+    sigma,
+    steps,
+    delta,
+    *,
+    orders=None,
+    method: str = "improved",
+    refine: bool = False,
+    return_info: bool = False,
+):
+    """ε of ``steps``-fold composition of the Sampled Gaussian Mechanism.
+
+    The RDP curve is computed by one kernel call ``rdp(q[..., None], sigma[..., None],
+    orders)``, multiplied by ``steps`` (RDP composes additively, blog Claim 22) and
+    converted by :func:`epsilon_from_rdp`.
+
+    With ``refine=True`` the best grid order ``orders[i]`` is refined continuously by
+    golden-section search (40 iterations, one kernel evaluation each) over
+    ``[orders[i−1], orders[i+1]]`` (clamped at the ends of the grid). Every order tried is
+    a valid order, so the refined result is the minimum of the grid value and the best
+    refined value: never larger than without refinement.
+
+    Args:
+      q: sampling rate(s) in ``[0, 1]``.
+      sigma: noise multiplier(s) ``σ ≥ 0``.
+      steps: number(s) of SGM steps, non-negative integers (``0`` gives ε = 0).
+      delta: target δ in ``[0, 1]`` (``0`` gives ``+inf`` for a non-trivial mechanism).
+        ``q``, ``sigma``, ``steps`` and ``delta`` broadcast together to a shape ``S``.
+      orders: 1-D Rényi orders ``> 1``; default :data:`jaxrdp.DEFAULT_ORDERS`. Concrete
+        orders are sorted first.
+      method: ``"improved"`` (default) or ``"classic"``.
+      refine: refine the best order continuously (see above).
+      return_info: return an :class:`EpsilonResult` with the ``at_edge`` flag.
+
+    Returns:
+      ``(epsilon, order)`` of shape ``S`` (or an :class:`EpsilonResult`). Python/NumPy
+      inputs compute in float64 and return float64 JAX arrays. Under a transformation,
+      invalid inputs give NaN.
+
+    Raises:
+      ValueError: with concrete inputs, naming the first invalid argument (``q ∉ [0, 1]``,
+        ``σ < 0``, non-integer or negative ``steps``, ``δ ∉ [0, 1]``, orders ``≤ 1``) or the
+        shapes that do not broadcast.
+
+    References:
+      Mironov, Talwar, Zhang (2019), "Rényi Differential Privacy of the Sampled Gaussian
+      Mechanism", Sec. 3; conversions as in :func:`epsilon_from_rdp`.
+    """
+    _check_method(method)
+    _validate.check_range("delta", delta, low=0.0, high=1.0)
+    orders, dtype, ctx = _prepare_sgm(q, sigma, steps, delta, "delta", orders)
+    with ctx:
+        q_, sigma_, delta_ = (jnp.asarray(v, dtype) for v in (q, sigma, delta))
+        steps_ = jnp.asarray(steps, dtype)
+        orders_ = _orders_for_kernel(orders, dtype)
+        per_step = kernels.rdp(q_[..., None], sigma_[..., None], orders_)
+        total = _scale_rdp(per_step, steps_[..., None])
+        result, index = _epsilon_core(total, jnp.asarray(orders_, dtype), delta_, method)
+        if refine:
+            shape = result.epsilon.shape
+            args = [jnp.broadcast_to(v, shape) for v in (q_, sigma_, steps_, delta_)]
+            lo, hi = _bracket(jnp.asarray(orders_, dtype), index)
+            alpha, value = _refine(*args, lo, hi, method, "epsilon")
+            result = _refined(result, value, alpha)
+    _warn_if_at_edge(result.at_edge, orders, "epsilon")
+    return result if return_info else (result.epsilon, result.order)
+
+
+def delta(
+    q,
+    sigma,
+    steps,
+    epsilon,
+    *,
+    orders=None,
+    method: str = "improved",
+    refine: bool = False,
+    return_info: bool = False,
+):
+    """δ of ``steps``-fold composition of the Sampled Gaussian Mechanism at a given ε.
+
+    The δ counterpart of :func:`epsilon` (same RDP curve, converted by
+    :func:`delta_from_rdp`; ``refine`` searches the order continuously, never worsening
+    the grid value).
+
+    Args:
+      q: sampling rate(s) in ``[0, 1]``.
+      sigma: noise multiplier(s) ``σ ≥ 0``.
+      steps: non-negative integer step count(s).
+      epsilon: target ε ``≥ 0``. All four broadcast together to a shape ``S``.
+      orders: 1-D Rényi orders ``> 1``; default :data:`jaxrdp.DEFAULT_ORDERS`.
+      method: ``"improved"`` (default) or ``"classic"``.
+      refine: refine the best order continuously.
+      return_info: return a :class:`DeltaResult` with the ``at_edge`` flag.
+
+    Returns:
+      ``(delta, order)`` of shape ``S`` (or a :class:`DeltaResult`), ``δ ∈ [0, 1]``.
+
+    Raises:
+      ValueError: with concrete inputs, naming the first invalid argument or the shapes.
+
+    References:
+      Mironov, Talwar, Zhang (2019), Sec. 3; conversions as in :func:`delta_from_rdp`.
+    """
+    _check_method(method)
+    _validate.check_range("epsilon", epsilon, low=0.0)
+    orders, dtype, ctx = _prepare_sgm(q, sigma, steps, epsilon, "epsilon", orders)
+    with ctx:
+        q_, sigma_, eps_ = (jnp.asarray(v, dtype) for v in (q, sigma, epsilon))
+        steps_ = jnp.asarray(steps, dtype)
+        orders_ = _orders_for_kernel(orders, dtype)
+        per_step = kernels.rdp(q_[..., None], sigma_[..., None], orders_)
+        total = _scale_rdp(per_step, steps_[..., None])
+        result, index = _delta_core(total, jnp.asarray(orders_, dtype), eps_, method)
+        if refine:
+            shape = result.delta.shape
+            args = [jnp.broadcast_to(v, shape) for v in (q_, sigma_, steps_, eps_)]
+            lo, hi = _bracket(jnp.asarray(orders_, dtype), index)
+            alpha, value = _refine(*args, lo, hi, method, "delta")
+            result = _refined(result, value, alpha)
+    _warn_if_at_edge(result.at_edge, orders, "delta")
+    return result if return_info else (result.delta, result.order)
+
+
+def compose_rdp(q, sigma, steps, orders=None):
+    """Total RDP curve of a heterogeneous sequence of SGM segments, in one kernel call.
+
+    Segment ``s`` runs ``steps[s]`` steps with sampling rate ``q[s]`` and noise multiplier
+    ``sigma[s]`` (a noise or batch-size schedule); by additive composition (blog Claim 22)
+    the total is ``Σ_s steps[s] · rdp(q[s], σ[s], α)``.
+
+    Args:
+      q: per-segment sampling rates in ``[0, 1]``, shape ``(..., S)``.
+      sigma: per-segment noise multipliers ``≥ 0``, shape broadcastable with ``q``.
+      steps: per-segment non-negative integer step counts, broadcastable likewise.
+        The last axis of the broadcast shape is the segment axis.
+      orders: 1-D Rényi orders ``> 1``, shape ``(K,)``; default
+        :data:`jaxrdp.DEFAULT_ORDERS`.
+
+    Returns:
+      The summed RDP curve, shape ``(..., K)`` (``(K,)`` for 1-D segment arrays).
+
+    Raises:
+      ValueError: with concrete inputs, naming an invalid argument or mismatched shapes.
+
+    References:
+      Mironov (2017), Proposition 1 (adaptive sequential composition of RDP).
+    """
+    _validate.check_range("q", q, low=0.0, high=1.0)
+    _validate.check_range("sigma", sigma, low=0.0)
+    _check_steps(steps)
+    if orders is None:
+        orders = kernels.DEFAULT_ORDERS
+    if np.ndim(orders) != 1:
+        raise ValueError(f"orders must be 1-D; got orders of shape {np.shape(orders)}")
+    _check_orders(orders)
+    if _validate.is_concrete(orders) and not isinstance(orders, jax.Array):
+        orders = np.asarray(orders, dtype=np.float64)
+    try:
+        seg_shape = np.broadcast_shapes(np.shape(q), np.shape(sigma), np.shape(steps))
+    except ValueError:
+        raise ValueError(
+            "q, sigma and steps must broadcast together; got shapes "
+            f"{np.shape(q)}, {np.shape(sigma)} and {np.shape(steps)}"
+        ) from None
+    if len(seg_shape) < 1:
+        seg_shape = (1,)
+    dtype, ctx = _compute_context(q, sigma, steps, orders)
+    with ctx:
+        q_, sigma_, steps_ = (
+            jnp.broadcast_to(jnp.asarray(v, dtype), seg_shape) for v in (q, sigma, steps)
+        )
+        orders_ = _orders_for_kernel(orders, dtype)
+        per_step = kernels.rdp(q_[..., None], sigma_[..., None], orders_)
+        return jnp.sum(_scale_rdp(per_step, steps_[..., None]), axis=-2)
