@@ -63,7 +63,14 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
-    """Entry point of the ``jaxrdp`` console script; returns the exit status."""
+    """Entry point of the ``jaxrdp`` console script.
+
+    Args:
+      argv: command-line arguments without the program name (default ``sys.argv[1:]``).
+
+    Returns:
+      The exit status: 0 on success, 2 on bad input (a one-line message on stderr).
+    """
     parser = _parser()
     args = parser.parse_args(argv)
     try:

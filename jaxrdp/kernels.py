@@ -47,7 +47,6 @@ DEFAULT_ORDERS: np.ndarray = np.concatenate(
         np.array([80.0, 96.0, 128.0, 160.0, 192.0, 256.0, 320.0, 384.0, 512.0, 768.0, 1024.0]),
     ]
 )
-DEFAULT_ORDERS.setflags(write=False)
 """Default Rényi orders (float64, sorted, 166 values).
 
 dp_accounting's defaults (1.1–10.9 in steps of 0.1, 11–63, 128, 256, 512, 1024) are a
@@ -56,6 +55,7 @@ are 1.01, 1.02 and 1.05, which win for large ε (few steps, small σ) and which 
 evaluate exactly where series-based accountants fail, and 80, 96, 160, 192, 320, 384, 768,
 which halve the gaps of the sparse high end used by small-ε, large-σ runs.
 """
+DEFAULT_ORDERS.setflags(write=False)
 
 
 def _host_or_traced(*args):
