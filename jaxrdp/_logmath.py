@@ -55,8 +55,12 @@ def node_parts(v, q, log_q) -> NodeParts:
     return NodeParts(x, log1p_x, x_over_1px, log_abs_x)
 
 
-def _excess_factors(parts: NodeParts, alpha, series_terms: int, series_radius: float):
-    """``(log_prefix, factor)`` with ``g(x) = exp(log_prefix) · factor``, ``factor > 0``."""
+def excess_factors(parts: NodeParts, alpha, *, series_terms: int, series_radius: float):
+    """``(log_prefix, factor)`` with ``g(x) = exp(log_prefix) · factor`` and ``factor > 0``.
+
+    See :func:`log_binomial_excess` for the two regimes; splitting off the log prefix lets
+    callers sum ``exp(log_weight + log_prefix − shift) · factor`` with one ``exp``.
+    """
     x = parts.x
     beta = alpha - 1.0
     x_c = jnp.minimum(series_radius, 0.5 / alpha)
@@ -108,21 +112,10 @@ def log_binomial_excess(parts: NodeParts, alpha, *, series_terms: int, series_ra
     Returns:
       Array of the broadcast shape; ``-inf`` where ``x == 0``.
     """
-    log_prefix, factor = _excess_factors(parts, alpha, series_terms, series_radius)
+    log_prefix, factor = excess_factors(
+        parts, alpha, series_terms=series_terms, series_radius=series_radius
+    )
     return log_prefix + jnp.log(factor)
-
-
-def scaled_binomial_excess(
-    parts: NodeParts, alpha, log_scale, *, series_terms: int, series_radius: float
-):
-    """``exp(log_scale) · ((1 + x)**alpha − 1 − alpha·x)`` in linear space.
-
-    The same computation as :func:`log_binomial_excess` without the final ``log``, for
-    sums whose scale (``log_scale``, e.g. log-weights minus a running maximum) is known:
-    one ``expm1`` and one ``exp`` per element.
-    """
-    log_prefix, factor = _excess_factors(parts, alpha, series_terms, series_radius)
-    return jnp.exp(log_scale + log_prefix) * factor
 
 
 def log_normal_pdf(t):

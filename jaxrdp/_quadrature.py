@@ -202,14 +202,29 @@ def log_a_minus_one(q, sigma, alpha, cfg: QuadratureConfig):
 
     q_, s_, alpha_ = q[..., None], s[..., None], alpha[..., None]
     log_q_ = log_q[..., None]
-    terms = []
+    t_parts, log_w_parts = [], []
     for lo, hi in windows:
         half = 0.5 * (hi - lo)[..., None]
-        t = 0.5 * (hi + lo)[..., None] + half * nodes
-        parts = _logmath.node_parts(s_ * t - 0.5 * s_ * s_, q_, log_q_)
-        log_g = _logmath.log_binomial_excess(parts, alpha_, series_terms=cfg.series_terms, series_radius=cfg.series_radius
-        )
+        t_parts.append(0.5 * (hi + lo)[..., None] + half * nodes)
         safe_half = jnp.where(half > 0, half, 1.0)
-        log_w = jnp.where(half > 0, jnp.log(safe_half) + log_weights, -jnp.inf)
-        terms.append(log_w + _logmath.log_normal_pdf(t) + log_g)
-    return jax.nn.logsumexp(jnp.concatenate(terms, axis=-1), axis=-1)
+        log_w_parts.append(jnp.where(half > 0, jnp.log(safe_half) + log_weights, -jnp.inf))
+    t = jnp.concatenate(t_parts, axis=-1)
+    log_w = jnp.concatenate(log_w_parts, axis=-1)
+
+    def lead_and_factor(t, log_w):
+        parts = _logmath.node_parts(s_ * t - 0.5 * s_ * s_, q_, log_q_)
+        lead, factor = _logmath.excess_factors(
+            parts, alpha_, series_terms=cfg.series_terms, series_radius=cfg.series_radius
+        )
+        return log_w + _logmath.log_normal_pdf(t) + lead, factor
+
+    # Shift by the largest term among the first and last node of each piece (within a
+    # few nats of the maximum), so the sum is one fused pass with no max reduction.
+    n = cfg.nodes_per_window
+    ends = np.concatenate([np.arange(0, t.shape[-1], n), np.arange(n - 1, t.shape[-1], n)])
+    lead, factor = lead_and_factor(t[..., ends], log_w[..., ends])
+    shift = jnp.max(lead + jnp.log(factor), axis=-1)
+    shift = jax.lax.stop_gradient(jnp.where(jnp.isfinite(shift), shift, 0.0))
+    lead, factor = lead_and_factor(t, log_w)
+    total = jnp.sum(jnp.exp(lead - shift[..., None]) * factor, axis=-1)
+    return jnp.log(total) + shift
