@@ -32,8 +32,8 @@ from jaxrdp import _logmath, _quadrature
 
 SHARED_MAX_ORDER = 12.0
 SHARED_MAX_INV_SIGMA = 1.3
-_SHARED_PANELS = 8
-_SHARED_NODES_PER_PANEL = 16
+_SHARED_PANELS = 4
+_SHARED_NODES_PER_PANEL = 28
 _CELLS_PER_CHUNK = 512
 
 
@@ -118,23 +118,18 @@ def _integer_log_a_minus_one(log_q, log1m_q, s, alphas: tuple[int, ...]):
     return out.T
 
 
-def _shared_cover(log_q, s, alpha_min: float, alpha_max: float, cfg):
-    """Interval ``[L, R]`` in ``t`` holding the mass of every order in the bucket.
+def _shared_cover(s, alpha_max: float, cfg):
+    """Interval ``[L, R]`` in ``t`` holding the mass of ``A_α − 1`` for every order ≤ α_max.
 
-    With ``ℓ(t) = −t²/2 + α log(1 − q + q e^{st−s²/2})``, ``ℓ`` drops by at least
-    ``t²/2`` below ``t = 0`` and by at least ``(t − αs)²/2`` above ``t = αs`` (its slope is
-    at most ``αs − t``), so ``[−r, α_max s + r]`` with ``r = √(2·depth)`` loses at most
-    ``e^{−depth}`` relative mass; ``depth`` grows by ``−log(A − 1)`` as in the elementwise
-    windows.
+    The integrand of ``A_α − 1`` is a mixture of unit-width Gaussian bumps centred at
+    ``k·s`` for ``0 ≤ k ≤ α`` (the binomial terms ``k ≥ 2`` and the −1 − αx correction
+    around ``t = 0``); each bump falls by ``depth`` nats within ``r = √(2·depth)`` of its
+    centre, so ``[−r, α_max·s + r]`` loses at most ``e^{−depth}`` of the mass relative to
+    the bumps themselves (unlike the elementwise windows, which are cut relative to the
+    integrand of ``A_α`` and need the extra depth ``−log(A_α − 1)``).
     """
-    log_leading = (
-        np.log(0.5 * alpha_min * (alpha_min - 1.0))
-        + 2.0 * log_q
-        + _logmath.log_expm1(s * s)
-    )
-    depth = cfg.depth + jnp.maximum(0.0, -log_leading)
-    reach = jnp.maximum(jnp.sqrt(2.0 * depth), cfg.central_halfwidth)
-    return -reach, alpha_max * s + reach
+    reach = np.sqrt(2.0 * cfg.depth)
+    return -reach * jnp.ones_like(s), alpha_max * s + reach
 
 
 def _shared_log_a_minus_one(q, log_q, log1m_q, s, alphas: tuple[float, ...]):
@@ -149,7 +144,7 @@ def _shared_log_a_minus_one(q, log_q, log1m_q, s, alphas: tuple[float, ...]):
     """
     cfg = _quadrature.FLOAT64_CONFIG
     alpha = np.asarray(alphas, dtype=np.float64)
-    lo, hi = _shared_cover(log_q, s, float(alpha.min()), float(alpha.max()), cfg)
+    lo, hi = _shared_cover(s, float(alpha.max()), cfg)
     lo, hi = jax.lax.stop_gradient(lo), jax.lax.stop_gradient(hi)
     t1 = jax.lax.stop_gradient((log1m_q - log_q + 0.5 * s * s) / s)
     n_panels = _SHARED_PANELS
