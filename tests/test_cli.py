@@ -1,0 +1,143 @@
+"""The ``jaxrdp`` command line: values, JSON output, one-line errors with exit status 2."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import jaxrdp
+from jaxrdp import cli, sweep
+
+RUN = ["--dataset-size", "60000", "--batch-size", "256", "--epochs", "15"]
+
+
+def _json(capsys, argv):
+    code = cli.main(argv + ["--json"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    return json.loads(out)
+
+
+def test_epsilon_in_practitioners_words_matches_the_library(capsys):
+    r = _json(capsys, ["epsilon", *RUN, "--noise-multiplier", "1.1"])
+    q, steps, delta = 256 / 60000, math.ceil(15 * 60000 / 256), 1 / 60000**2
+    eps, order = jaxrdp.epsilon(q, 1.1, steps, delta)
+    assert r["steps"] == steps and r["q"] == q and r["delta"] == delta
+    assert r["epsilon"] == pytest.approx(float(eps), rel=1e-12)
+    assert r["order"] == float(order)
+
+
+def test_epsilon_with_q_and_steps(capsys):
+    r = _json(capsys, ["epsilon", "--q", "0.01", "--sigma", "1.1", "--steps", "1000", "--delta", "1e-5"])
+    assert r["epsilon"] == pytest.approx(float(jaxrdp.epsilon(0.01, 1.1, 1000, 1e-5)[0]), rel=1e-12)
+
+
+def test_calibrate_steps_and_batch_size_agree_with_sweep(capsys):
+    delta = 1 / 60000**2
+    q, steps = 256 / 60000, math.ceil(15 * 60000 / 256)
+    r = _json(capsys, ["calibrate", "--epsilon", "3", *RUN])
+    assert r["noise_multiplier"] == pytest.approx(
+        sweep.noise_multiplier(3.0, delta, q, steps).unwrap(), rel=1e-12
+    )
+    assert float(jaxrdp.epsilon(q, r["noise_multiplier"], steps, delta)[0]) <= 3.0
+
+    r = _json(capsys, ["steps", "--epsilon", "3", *RUN[:4], "--noise-multiplier", "1.1"])
+    assert r["steps"] == int(sweep.max_steps(3.0, delta, q, 1.1).unwrap())
+    assert r["epochs"] == pytest.approx(r["steps"] * 256 / 60000)
+
+    r = _json(capsys, ["batch-size", "--epsilon", "3", "--dataset-size", "60000", "--epochs", "15",
+                       "--noise-multiplier", "1.1"])
+    assert r["batch_size"] == int(sweep.batch_size(3.0, delta, 1.1, 15, 60000).unwrap())
+
+
+def test_sweep_writes_csv_and_plot(tmp_path, capsys):
+    out, png = tmp_path / "eps.csv", tmp_path / "eps.png"
+    code = cli.main(["sweep", "--q", "1e-3:1e-1:3log", "--sigma", "0.8:2:3", "--steps", "100,1000",
+                     "--delta", "1e-5", "--out", str(out), "--plot", str(png)])
+    assert code == 0
+    rows = list(csv.DictReader(open(out)))
+    assert len(rows) == 3 * 3 * 2
+    row = rows[-1]
+    expected = jaxrdp.epsilon(float(row["q"]), float(row["noise_multiplier"]), int(row["steps"]), 1e-5)[0]
+    assert float(row["epsilon"]) == pytest.approx(float(expected), rel=1e-9)
+    assert png.stat().st_size > 1000 and png.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_sweep_of_calibrated_sigma(capsys):
+    r = _json(capsys, ["sweep", "--q", "1e-3,1e-2", "--steps", "1000", "--delta", "1e-5",
+                       "--target-epsilon", "1,3"])
+    assert r["kind"] == "noise_multiplier" and len(r["rows"]) == 4
+    for row in r["rows"]:
+        assert row["status"] == "OK"
+        eps = float(jaxrdp.epsilon(row["q"], row["noise_multiplier"], row["steps"], 1e-5)[0])
+        assert eps <= row["target_epsilon"]
+
+
+def test_rdp_command(capsys):
+    r = _json(capsys, ["rdp", "--q", "0.01", "--sigma", "1.1"])
+    np.testing.assert_allclose(r["rdp"], np.asarray(jaxrdp.rdp(0.01, 1.1, jaxrdp.DEFAULT_ORDERS)), rtol=1e-14)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["epsilon", "--q", "0.1", "--sigma", "-1", "--steps", "10", "--delta", "1e-5"],
+        ["epsilon", "--q", "1.5", "--sigma", "1", "--steps", "10", "--delta", "1e-5"],
+        ["epsilon", "--q", "0.1", "--sigma", "1", "--steps", "10", "--delta", "1.5"],
+        ["epsilon", "--q", "0.1", "--sigma", "1", "--steps", "10"],  # no δ and no N
+        ["epsilon", "--dataset-size", "100", "--batch-size", "200", "--epochs", "1", "--sigma", "1"],
+        ["sweep", "--q", "1e-4:0.1:x", "--sigma", "1", "--steps", "10", "--delta", "1e-5"],
+        ["sweep", "--q", "-1:0.1:3log", "--sigma", "1", "--steps", "10", "--delta", "1e-5"],
+        ["calibrate", "--epsilon", "1", "--q", "0.01", "--steps", "0", "--delta", "1e-5"],
+        ["epsilon", "--q", "abc", "--sigma", "1", "--steps", "10", "--delta", "1e-5"],
+        ["nonsense"],
+    ],
+)
+def test_bad_input_exits_2_with_one_line(argv, capsys):
+    try:
+        code = cli.main(argv)
+    except SystemExit as exc:  # argparse's own errors
+        code = exc.code
+    out, err = capsys.readouterr()
+    assert code == 2
+    assert len(err.strip().splitlines()) == 1 and "error" in err
+    assert "Traceback" not in err
+
+
+def test_unmeetable_target_exits_1(capsys):
+    code = cli.main(["calibrate", "--epsilon", "1e-9", "--q", "0.5", "--steps", "100000", "--delta", "1e-9"])
+    _, err = capsys.readouterr()
+    assert code == 1 and "INFEASIBLE" in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("command", ["epsilon", "calibrate", "steps", "batch-size", "sweep", "rdp"])
+def test_help_shows_an_example(command, capsys):
+    with pytest.raises(SystemExit) as exc:
+        cli.main([command, "--help"])
+    out, _ = capsys.readouterr()
+    assert exc.value.code == 0
+    assert f"example:\n  jaxrdp {command}" in out
+
+
+def test_console_script_runs():
+    res = subprocess.run(
+        [sys.executable, "-m", "jaxrdp", "epsilon", "--q", "0.01", "--sigma", "1.1", "--steps", "100",
+         "--delta", "1e-5"],
+        capture_output=True, text=True,
+    )
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.startswith("ε = ")
+
+
+def test_parse_range_forms():
+    np.testing.assert_allclose(cli.parse_range("1:3:3"), [1, 2, 3])
+    np.testing.assert_allclose(cli.parse_range("1e-2:1:3log"), [1e-2, 1e-1, 1])
+    np.testing.assert_allclose(cli.parse_range("0.5,2"), [0.5, 2])
+    with pytest.raises(cli.UsageError):
+        cli.parse_range("1:2")
