@@ -34,7 +34,7 @@ SHARED_MAX_ORDER = 12.0
 SHARED_MAX_INV_SIGMA = 1.3
 _SHARED_PANELS = 4
 _SHARED_NODES_PER_PANEL = 28
-_CELLS_PER_CHUNK = 512
+_CELLS_PER_CHUNK = 256
 
 
 class OrderPlan:
@@ -259,6 +259,10 @@ def log_a_minus_one(q, sigma, plan: OrderPlan):
     if n <= _CELLS_PER_CHUNK:
         out = _chunk_log_a_minus_one(q, sigma, plan)
     else:
+        # Sort by σ so that the few cells that need the elementwise fallback (small σ)
+        # share chunks instead of sending every chunk down the slow branch.
+        perm = jnp.argsort(sigma)
+        q, sigma = q[perm], sigma[perm]
         n_chunks = -(-n // _CELLS_PER_CHUNK)
         size = -(-n // n_chunks)  # balanced chunks: padding below n_chunks cells
         pad = n_chunks * size - n
@@ -266,4 +270,5 @@ def log_a_minus_one(q, sigma, plan: OrderPlan):
         sp = jnp.concatenate([sigma, jnp.ones((pad,), sigma.dtype)]).reshape(n_chunks, size)
         out = jax.lax.map(lambda a: _chunk_log_a_minus_one(a[0], a[1], plan), (qp, sp))
         out = out.reshape(n_chunks * size, -1)[:n]
+        out = out[jnp.argsort(perm)]
     return out.reshape(shape + (len(plan.orders),))
