@@ -34,10 +34,14 @@ import numpy as np
 
 from jaxrdp import _grid, _quadrature, _validate
 
-__all__ = ["DEFAULT_ORDERS", "FLOAT32_SAFETY_MARGIN", "log_a", "rdp"]
+__all__ = ["DEFAULT_ORDERS", "FLOAT32_SAFETY_MARGIN", "FLOAT64_SAFETY_MARGIN", "log_a", "rdp"]
 
 #: Relative amount added to float32 results so that they stay above the exact value.
 FLOAT32_SAFETY_MARGIN = 5e-5
+
+#: Relative amount added to float64 results: the quadrature and the exact integer sums are
+#: accurate to a few 1e-13, in either direction; this makes the result err upwards.
+FLOAT64_SAFETY_MARGIN = 5e-13
 
 DEFAULT_ORDERS: np.ndarray = np.concatenate(
     [
@@ -112,7 +116,9 @@ def _assemble(log_am1, q, sigma, alpha):
     if log_am1.dtype != jnp.float64:
         log_am1 = log_am1 + _float32_cancellation_allowance(q, sigma, alpha)
     value = jnp.logaddexp(jnp.zeros_like(log_am1), log_am1)
-    if value.dtype != jnp.float64:
+    if value.dtype == jnp.float64:
+        value = value * (1.0 + FLOAT64_SAFETY_MARGIN)
+    else:
         value = value * (1.0 + FLOAT32_SAFETY_MARGIN)
     sigma_f = jnp.where(full, sigma, 1.0)
     alpha_f = jnp.where(full, alpha, 2.0)
