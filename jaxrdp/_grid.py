@@ -176,7 +176,6 @@ def _shared_log_a_minus_one(q, log_q, log1m_q, s, alphas: tuple[float, ...]):
     log_w = log_w.reshape(t.shape)
 
     s_ = s[:, None]
-    alpha_ = alpha[None, :, None]
 
     # One order at a time: each step works on a cache-sized (C, N) slab that XLA fuses
     # into a single pass (the whole (C, G, N) block would be materialised). In this

@@ -40,7 +40,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxrdp import _validate, conversions, kernels
+from jaxrdp import _precision, _validate, conversions, kernels
 
 __all__ = [
     "RdpAccountant",
@@ -83,7 +83,7 @@ def _state_dtype(state: RdpState):
 
 def _x64_scope(state: RdpState, *args):
     """Local x64 scope for concrete float64 work; nothing under a transformation."""
-    _, ctx = conversions._compute_context(state.orders, state.rdp, *args)
+    _, ctx = _precision.compute_context(state.orders, state.rdp, *args)
     return ctx
 
 

@@ -27,7 +27,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxrdp import _validate
+from jaxrdp import _precision, _validate
 
 __all__ = [
     "THEOREM11_MAX_Q",
@@ -74,22 +74,10 @@ class Theorem11MaxOrder(NamedTuple):
     """Largest α satisfying condition (5) alone (NaN where ``σ < 4``)."""
 
 
-def _compute_dtype(*args):
-    jax_args = [a for a in args if isinstance(a, (jax.Array, jax.core.Tracer))]
-    if not jax_args or any(a.dtype == np.float64 for a in jax_args):
-        return jnp.float64, True
-    dtype = jnp.result_type(*jax_args, float)
-    if not jnp.issubdtype(dtype, jnp.floating):
-        dtype = jnp.result_type(float)
-    return dtype, False
-
-
 def _call(kernel, *args):
-    dtype, x64 = _compute_dtype(*args)
-    if x64:
-        with jax.enable_x64(True):
-            return kernel(*(jnp.asarray(a, jnp.float64) for a in args))
-    return kernel(*(jnp.asarray(a, dtype) for a in args))
+    dtype, context = _precision.compute_context(*args)
+    with context:
+        return kernel(*(jnp.asarray(a, dtype) for a in args))
 
 
 # --------------------------------------------------------------------------- Theorem 11

@@ -33,7 +33,6 @@ raised, and an invalid argument (negative or NaN RDP, ``δ ∉ [0, 1]``, ``ε < 
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import warnings
 from typing import NamedTuple
@@ -42,7 +41,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxrdp import _validate, kernels
+from jaxrdp import _precision, _validate, kernels
 
 __all__ = [
     "METHODS",
@@ -108,30 +107,6 @@ class OrderAtEdgeWarning(UserWarning):
 def _check_method(method: str) -> None:
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}; got method={method!r}")
-
-
-def _compute_context(*args):
-    """The floating dtype to compute in, and the context that makes it available.
-
-    JAX arrays and tracers set the dtype (float32 at least); pure Python/NumPy input
-    computes in float64. Concrete float64 work runs inside a local ``jax.enable_x64``
-    scope; under a transformation nothing is switched (the tracers' dtype is given).
-    """
-    floating = [
-        a.dtype
-        for a in args
-        if isinstance(a, (jax.Array, jax.core.Tracer)) and jnp.issubdtype(a.dtype, jnp.floating)
-    ]
-    concrete = _validate.is_concrete(*args)
-    if floating:
-        dtype = functools.reduce(jnp.promote_types, floating, jnp.dtype(jnp.float32))
-    elif concrete:
-        dtype = jnp.dtype(jnp.float64)
-    else:
-        dtype = jnp.dtype(jnp.result_type(float))
-    if concrete and dtype == jnp.float64:
-        return dtype, jax.enable_x64(True)
-    return dtype, contextlib.nullcontext()
 
 
 def _check_steps(steps) -> None:
@@ -379,7 +354,7 @@ def epsilon_from_rdp(rdp, orders, delta, *, method: str = "improved", return_inf
     _validate.check_range("rdp", rdp, low=0.0)
     _check_orders(orders)
     _validate.check_range("delta", delta, low=0.0, high=1.0)
-    dtype, ctx = _compute_context(rdp, orders, delta)
+    dtype, ctx = _precision.compute_context(rdp, orders, delta)
     with ctx:
         result, _ = _epsilon_core(
             jnp.asarray(rdp, dtype), jnp.asarray(orders, dtype), jnp.asarray(delta, dtype), method
@@ -420,7 +395,7 @@ def delta_from_rdp(rdp, orders, epsilon, *, method: str = "improved", return_inf
     _validate.check_range("rdp", rdp, low=0.0)
     _check_orders(orders)
     _validate.check_range("epsilon", epsilon, low=0.0)
-    dtype, ctx = _compute_context(rdp, orders, epsilon)
+    dtype, ctx = _precision.compute_context(rdp, orders, epsilon)
     with ctx:
         result, _ = _delta_core(
             jnp.asarray(rdp, dtype), jnp.asarray(orders, dtype), jnp.asarray(epsilon, dtype), method
@@ -542,7 +517,7 @@ def _prepare_sgm(q, sigma, steps, target, target_name, orders):
             f"{target_name} must broadcast together; got shapes {np.shape(q)}, "
             f"{np.shape(sigma)}, {np.shape(steps)} and {np.shape(target)}"
         ) from None
-    dtype, ctx = _compute_context(q, sigma, steps, target, orders)
+    dtype, ctx = _precision.compute_context(q, sigma, steps, target, orders)
     return orders, dtype, ctx
 
 
@@ -714,7 +689,7 @@ def compose_rdp(q, sigma, steps, orders=None):
         ) from None
     if len(seg_shape) < 1:
         seg_shape = (1,)
-    dtype, ctx = _compute_context(q, sigma, steps, orders)
+    dtype, ctx = _precision.compute_context(q, sigma, steps, orders)
     with ctx:
         q_, sigma_, steps_ = (
             jnp.broadcast_to(jnp.asarray(v, dtype), seg_shape) for v in (q, sigma, steps)

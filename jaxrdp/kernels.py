@@ -25,14 +25,13 @@ margin :data:`FLOAT32_SAFETY_MARGIN` so that it never falls below the float64 va
 
 from __future__ import annotations
 
-import contextlib
 import functools
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxrdp import _grid, _quadrature, _validate
+from jaxrdp import _grid, _precision, _quadrature, _validate
 
 __all__ = ["DEFAULT_ORDERS", "FLOAT32_SAFETY_MARGIN", "FLOAT64_SAFETY_MARGIN", "log_a", "rdp"]
 
@@ -60,21 +59,6 @@ evaluate exactly where series-based accountants fail, and 80, 96, 160, 192, 320,
 which halve the gaps of the sparse high end used by small-ε, large-σ runs.
 """
 DEFAULT_ORDERS.setflags(write=False)
-
-
-def _host_or_traced(*args):
-    """The dtype to compute in and whether to switch float64 on locally."""
-    jax_args = [a for a in args if isinstance(a, (jax.Array, jax.core.Tracer))]
-    concrete_f64 = all(
-        not isinstance(a, jax.core.Tracer) and a.dtype == jnp.float64 for a in jax_args
-    )
-    if not jax_args or concrete_f64:
-        # Python/NumPy values, or concrete float64 arrays made in an x64 scope.
-        return jnp.float64, True
-    dtype = jnp.result_type(*jax_args, float)
-    if not jnp.issubdtype(dtype, jnp.floating):
-        dtype = jnp.result_type(float)
-    return dtype, False
 
 
 def _domain_masks(q, sigma, alpha):
@@ -211,8 +195,8 @@ def _dispatch(elementwise, orders_kernel, q, sigma, alpha, *, alpha_low_inclusiv
     _validate.check_range("q", q, low=0.0, high=1.0)
     _validate.check_range("sigma", sigma, low=0.0)
     _validate.check_range("alpha", alpha, low=1.0, low_inclusive=alpha_low_inclusive)
-    dtype, host = _host_or_traced(q, sigma, alpha)
-    with jax.enable_x64(True) if host else contextlib.nullcontext():
+    dtype, context = _precision.compute_context(q, sigma, alpha)
+    with context:
         q, sigma = (jnp.asarray(v, dtype) for v in (q, sigma))
         plan = _orders_plan(q, sigma, alpha, dtype)
         if plan is not None:

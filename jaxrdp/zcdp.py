@@ -41,7 +41,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxrdp import _validate
+from jaxrdp import _precision, _validate
 from jaxrdp.kernels import FLOAT32_SAFETY_MARGIN
 
 __all__ = [
@@ -109,29 +109,11 @@ class ApproxZcdp(NamedTuple):
 # --------------------------------------------------------------------------- helpers
 
 
-def _compute_dtype(*args):
-    """The dtype to compute in and whether float64 must be switched on locally.
-
-    Host inputs (no JAX array among them) and float64 JAX arrays (e.g. results of an
-    earlier host-level call, which live on after the local x64 scope closed) compute in
-    float64; otherwise the JAX arrays' promoted floating dtype is used.
-    """
-    jax_args = [a for a in args if isinstance(a, (jax.Array, jax.core.Tracer))]
-    if not jax_args or any(a.dtype == np.float64 for a in jax_args):
-        return jnp.float64, True
-    dtype = jnp.result_type(*jax_args, float)
-    if not jnp.issubdtype(dtype, jnp.floating):
-        dtype = jnp.result_type(float)
-    return dtype, False
-
-
 def _call(kernel, *args, **static):
     """Run ``kernel`` on ``args`` as arrays of one floating dtype (see module docstring)."""
-    dtype, x64 = _compute_dtype(*args)
-    if x64:
-        with jax.enable_x64(True):
-            return kernel(*(jnp.asarray(a, jnp.float64) for a in args), **static)
-    return kernel(*(jnp.asarray(a, dtype) for a in args), **static)
+    dtype, context = _precision.compute_context(*args)
+    with context:
+        return kernel(*(jnp.asarray(a, dtype) for a in args), **static)
 
 
 def _check_method(method: str) -> None:

@@ -388,7 +388,9 @@ def test_delta_matches_dp_accounting_integer_orders(integer_suite):
     rel_err = np.where(inner, np.abs(dlt / np.where(inner, ref, 1) - 1), 0)
     for i, j, k, m in np.argwhere(rel_err > 1e-9):
         exact = _mp_delta(Q_SUITE[i], SIGMA_SUITE[j], int(STEPS_SUITE[k]), EPS_SUITE[m], INT_ORDERS)
-        assert rel(dlt[i, j, k, m], exact) < 1e-10
+        # jaxrdp errs upwards only (the kernels' 5e-13 margin on log A, amplified by
+        # (α−1)·T·rdp in the exponent of δ); dp_accounting is off by more, either way.
+        assert 0.0 <= dlt[i, j, k, m] / exact - 1 < 1e-9
         assert rel(ref[i, j, k, m], exact) > 1e-9
     assert (rel_err > 1e-9).sum() < 0.1 * inner.sum()
 
