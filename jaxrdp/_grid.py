@@ -12,10 +12,11 @@ accounting uses them, most of the work can be shared across orders:
 * **fractional orders up to** :data:`SHARED_MAX_ORDER` share one set of Gauss–Legendre
   nodes per cell, laid over an interval that provably holds the mass of every one of
   them (see :func:`_shared_cover`) and anchored so that the crossover point ``t₁`` is a
-  panel end. Per (order, node) the cost is one ``expm1``, one ``log`` and one ``exp``.
-  Cells whose ``1/σ`` exceeds :data:`SHARED_MAX_INV_SIGMA` (where the integrand's
-  complex singularities come close to the real axis) switch to the elementwise
-  quadrature for the whole batch.
+  panel end. Per (order, node) the cost is one ``expm1`` and one ``exp``. The number of
+  panels grows with ``1/σ`` (the integrand's complex singularities at ``t₁ ± iπσ`` come
+  closer to the real axis and the cover grows): each chunk of cells takes the tier of
+  :data:`SHARED_TIERS` its largest ``1/σ`` needs, and chunks beyond the last tier use the
+  elementwise quadrature. Cells are sorted by σ first, so few chunks are slow.
 * **other fractional orders** use the elementwise quadrature.
 """
 
@@ -31,10 +32,11 @@ import numpy as np
 from jaxrdp import _logmath, _quadrature
 
 SHARED_MAX_ORDER = 12.0
-SHARED_MAX_INV_SIGMA = 1.3
-_SHARED_PANELS = 4
-_SHARED_NODES_PER_PANEL = 28
+#: ``(largest 1/σ, panels, nodes per panel)`` of the shared quadrature, cheapest first;
+#: each tier was checked against the elementwise quadrature to ~3e-14 relative.
+SHARED_TIERS = ((1.3, 4, 28), (2.0, 6, 28), (3.4, 12, 28))
 _CELLS_PER_CHUNK = 256
+_EXPM1_CAP = 300.0  # float64 only: exp(300) leaves room for the weights
 
 
 class OrderPlan:
@@ -144,12 +146,15 @@ def _shared_cover(s, alpha_max: float, cfg):
     return -reach * jnp.ones_like(s), alpha_max * s + reach
 
 
-def _shared_log_a_minus_one(q, log_q, log1m_q, s, alphas: tuple[float, ...]):
+def _shared_log_a_minus_one(
+    q, log_q, log1m_q, s, alphas: tuple[float, ...], n_panels: int, n_nodes: int
+):
     """log(A_α − 1) for small fractional orders on nodes shared across orders.
 
     Args:
       q, log_q, log1m_q, s: arrays of shape ``(C,)``.
       alphas: static orders in ``(1, SHARED_MAX_ORDER]``.
+      n_panels, n_nodes: static Gauss–Legendre panels over the cover and nodes per panel.
 
     Returns:
       Array ``(C, G)``.
@@ -159,7 +164,6 @@ def _shared_log_a_minus_one(q, log_q, log1m_q, s, alphas: tuple[float, ...]):
     lo, hi = _shared_cover(s, float(alpha.max()), cfg)
     lo, hi = jax.lax.stop_gradient(lo), jax.lax.stop_gradient(hi)
     t1 = jax.lax.stop_gradient((log1m_q - log_q + 0.5 * s * s) / s)
-    n_panels = _SHARED_PANELS
     width = (hi - lo) / (n_panels - 1)
     anchor = jnp.clip(t1, lo, hi)
     j0 = jnp.ceil((anchor - lo) / width)
@@ -167,7 +171,7 @@ def _shared_log_a_minus_one(q, log_q, log1m_q, s, alphas: tuple[float, ...]):
     edges = jnp.clip(anchor[:, None] + (j - j0[:, None]) * width[:, None], lo[:, None], hi[:, None])
     left, right = edges[:, :-1], edges[:, 1:]  # (C, P)
 
-    nodes, weights = _logmath.gauss_legendre(_SHARED_NODES_PER_PANEL)
+    nodes, weights = _logmath.gauss_legendre(n_nodes)
     half = 0.5 * (right - left)
     t = (0.5 * (right + left))[..., None] + half[..., None] * nodes  # (C, P, n)
     safe_half = jnp.where(half > 0, half, 1.0)
@@ -192,7 +196,7 @@ def _shared_log_a_minus_one(q, log_q, log1m_q, s, alphas: tuple[float, ...]):
     lp, y = parts.log1p_x, parts.x_over_1px
     # The first and last node of every panel give a shift within a few nats of the
     # maximum (λ(t) + (t − c)²/2 is convex away from x = 0), so the sum needs no max pass.
-    n = _SHARED_NODES_PER_PANEL
+    n = n_nodes
     ends = np.concatenate([np.arange(0, t.shape[1], n), np.arange(n - 1, t.shape[1], n)])
 
     def log_terms(a, xs, small, lp, y, log_pre):
@@ -201,9 +205,12 @@ def _shared_log_a_minus_one(q, log_q, log1m_q, s, alphas: tuple[float, ...]):
         acc = jnp.ones_like(xs * a)
         for j in range(cfg.series_terms - 1, 1, -1):
             acc = 1.0 + ((a - j) / (j + 1)) * (xs * acc)
-        # (1 + x)·[expm1(βL) − βy] = g; βL < 500 here (σ ≥ 1/1.3, α ≤ 12), no overflow.
-        factor = jnp.where(small, acc, jnp.expm1(beta * lp) - beta * y)
-        lead = log_pre + jnp.where(small, jnp.log(0.5 * a * beta), 0.0)
+        # (1 + x)·[expm1(βL) − βy] = g, with βL capped against overflow (beyond the cap
+        # expm1 dwarfs βy, so the excess moves into the log-scale term).
+        b = beta * lp
+        b_c = jnp.minimum(b, _EXPM1_CAP)
+        factor = jnp.where(small, acc, jnp.expm1(b_c) - beta * y)
+        lead = log_pre + jnp.where(small, jnp.log(0.5 * a * beta), b - b_c)
         return lead, factor
 
     node_arrays = (xs, small, lp, y, log_pre)
@@ -240,13 +247,16 @@ def _chunk_log_a_minus_one(q, sigma, plan: OrderPlan):
     ]
     if plan.shared_idx.size:
         shared_alphas = tuple(float(plan.orders[i]) for i in plan.shared_idx)
-        blocks.append(
-            jax.lax.cond(
-                jnp.max(s) <= SHARED_MAX_INV_SIGMA,
-                lambda: _shared_log_a_minus_one(q, log_q, log1m_q, s, shared_alphas),
-                lambda: _elementwise_log_a_minus_one(q, sigma, shared_alphas),
+        branches = [
+            functools.partial(
+                _shared_log_a_minus_one, q, log_q, log1m_q, s, shared_alphas, panels, nodes
             )
-        )
+            for _, panels, nodes in SHARED_TIERS
+        ]
+        branches.append(lambda: _elementwise_log_a_minus_one(q, sigma, shared_alphas))
+        limits = jnp.asarray([limit for limit, _, _ in SHARED_TIERS])
+        tier = jnp.searchsorted(limits, jnp.max(s))  # first tier whose limit covers it
+        blocks.append(jax.lax.switch(tier, branches))
     if plan.other_idx.size:
         other_alphas = tuple(float(plan.orders[i]) for i in plan.other_idx)
         blocks.append(_elementwise_log_a_minus_one(q, sigma, other_alphas))
