@@ -188,7 +188,12 @@ def _orders_plan(q, sigma, alpha, dtype):
     cell_shape = np.broadcast_shapes(np.shape(q), np.shape(sigma))
     if cell_shape and cell_shape[-1] != 1:
         return None
-    return _grid.OrderPlan(tuple(float(a) for a in alpha_np))
+    return _plan(tuple(alpha_np.tolist()))
+
+
+@functools.lru_cache(maxsize=32)
+def _plan(orders: tuple) -> _grid.OrderPlan:
+    return _grid.OrderPlan(orders)
 
 
 def _dispatch(elementwise, orders_kernel, q, sigma, alpha, *, alpha_low_inclusive: bool):
