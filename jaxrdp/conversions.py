@@ -521,6 +521,27 @@ def _prepare_sgm(q, sigma, steps, target, target_name, orders):
     return orders, dtype, ctx
 
 
+def _convert_sgm(q, sigma, steps, target, target_name, orders, method, refine, kind):
+    """The SGM's RDP curve after ``steps`` steps, converted to ``kind`` ("epsilon"/"delta")."""
+    core = _epsilon_core if kind == "epsilon" else _delta_core
+    orders, dtype, ctx = _prepare_sgm(q, sigma, steps, target, target_name, orders)
+    with ctx:
+        q_, sigma_, target_ = (jnp.asarray(v, dtype) for v in (q, sigma, target))
+        steps_ = jnp.asarray(steps, dtype)
+        orders_ = _orders_for_kernel(orders, dtype)
+        per_step = kernels.rdp(q_[..., None], sigma_[..., None], orders_)
+        total = _scale_rdp(per_step, steps_[..., None])
+        result, index = core(total, jnp.asarray(orders_, dtype), target_, method)
+        if refine:
+            shape = result[0].shape
+            args = [jnp.broadcast_to(v, shape) for v in (q_, sigma_, steps_, target_)]
+            lo, hi = _bracket(jnp.asarray(orders_, dtype), index)
+            alpha, value = _refine(*args, lo, hi, method, kind)
+            result = _refined(result, value, alpha)
+    _warn_if_at_edge(result.at_edge, orders, kind)
+    return result
+
+
 def epsilon(
     q,
     sigma,
@@ -572,21 +593,7 @@ def epsilon(
     """
     _check_method(method)
     _validate.check_range("delta", delta, low=0.0, high=1.0)
-    orders, dtype, ctx = _prepare_sgm(q, sigma, steps, delta, "delta", orders)
-    with ctx:
-        q_, sigma_, delta_ = (jnp.asarray(v, dtype) for v in (q, sigma, delta))
-        steps_ = jnp.asarray(steps, dtype)
-        orders_ = _orders_for_kernel(orders, dtype)
-        per_step = kernels.rdp(q_[..., None], sigma_[..., None], orders_)
-        total = _scale_rdp(per_step, steps_[..., None])
-        result, index = _epsilon_core(total, jnp.asarray(orders_, dtype), delta_, method)
-        if refine:
-            shape = result.epsilon.shape
-            args = [jnp.broadcast_to(v, shape) for v in (q_, sigma_, steps_, delta_)]
-            lo, hi = _bracket(jnp.asarray(orders_, dtype), index)
-            alpha, value = _refine(*args, lo, hi, method, "epsilon")
-            result = _refined(result, value, alpha)
-    _warn_if_at_edge(result.at_edge, orders, "epsilon")
+    result = _convert_sgm(q, sigma, steps, delta, "delta", orders, method, refine, "epsilon")
     return result if return_info else (result.epsilon, result.order)
 
 
@@ -628,21 +635,7 @@ def delta(
     """
     _check_method(method)
     _validate.check_range("epsilon", epsilon, low=0.0)
-    orders, dtype, ctx = _prepare_sgm(q, sigma, steps, epsilon, "epsilon", orders)
-    with ctx:
-        q_, sigma_, eps_ = (jnp.asarray(v, dtype) for v in (q, sigma, epsilon))
-        steps_ = jnp.asarray(steps, dtype)
-        orders_ = _orders_for_kernel(orders, dtype)
-        per_step = kernels.rdp(q_[..., None], sigma_[..., None], orders_)
-        total = _scale_rdp(per_step, steps_[..., None])
-        result, index = _delta_core(total, jnp.asarray(orders_, dtype), eps_, method)
-        if refine:
-            shape = result.delta.shape
-            args = [jnp.broadcast_to(v, shape) for v in (q_, sigma_, steps_, eps_)]
-            lo, hi = _bracket(jnp.asarray(orders_, dtype), index)
-            alpha, value = _refine(*args, lo, hi, method, "delta")
-            result = _refined(result, value, alpha)
-    _warn_if_at_edge(result.at_edge, orders, "delta")
+    result = _convert_sgm(q, sigma, steps, epsilon, "epsilon", orders, method, refine, "delta")
     return result if return_info else (result.delta, result.order)
 
 
