@@ -44,7 +44,7 @@ class NodeParts(NamedTuple):
 
 
 def node_parts(v, q, log_q) -> NodeParts:
-    """Order-independent parts of ``x = q·expm1(v)`` for :func:`log_binomial_excess`."""
+    """Order-independent parts of ``x = q·expm1(v)`` for :func:`excess_factors`."""
     v_cap = 0.5 * np.log(np.finfo(jnp.result_type(v)).max)
     big = v > v_cap
     x = q * jnp.expm1(jnp.minimum(v, v_cap))
@@ -56,10 +56,28 @@ def node_parts(v, q, log_q) -> NodeParts:
 
 
 def excess_factors(parts: NodeParts, alpha, *, series_terms: int, series_radius: float):
-    """``(log_prefix, factor)`` with ``g(x) = exp(log_prefix) · factor`` and ``factor > 0``.
+    """``(log_prefix, factor)`` with ``(1 + x)**alpha − 1 − alpha·x = exp(log_prefix)·factor``.
 
-    See :func:`log_binomial_excess` for the two regimes; splitting off the log prefix lets
-    callers sum ``exp(log_weight + log_prefix − shift) · factor`` with one ``exp``.
+    The excess is non-negative by convexity and vanishes like
+    ``C(alpha, 2) x**2`` at ``x = 0``. With ``b = (alpha − 1) log1p(x)`` it equals
+    ``(1 + x)·[expm1(b) − (alpha − 1)·x/(1 + x)]`` for every ``x > −1``, which we use
+    where ``|x| > x_c``; there the subtraction loses at most a factor of about
+    ``4 / (alpha·x_c)`` in relative precision. For ``|x| <= x_c`` we sum the binomial
+    series ``sum_j C(alpha, j) x**j`` instead (Horner form, ``series_terms`` terms, exact
+    for integer ``alpha < series_terms``), with ``x_c = min(series_radius, 0.5 / alpha)``,
+    so each term is at most ``(1/2)^j / j!`` of the first. One ``expm1`` per element.
+
+    Args:
+      parts: :class:`NodeParts` of ``x`` (shape ``S``).
+      alpha: array broadcastable against ``S``, ``alpha > 1``.
+      series_terms: static number of series terms.
+      series_radius: static upper limit of ``x_c`` (float64: 0.01, costing at most a
+        factor 400 = 4e-14 relative; float32: 0.2, a factor 20).
+
+    Returns:
+      Two arrays of the broadcast shape: the log prefactor (``-inf`` where ``x == 0``)
+      and a positive factor, so that callers can sum ``exp(log_weight + log_prefix −
+      shift)·factor`` with a single ``exp`` per term.
     """
     x = parts.x
     beta = alpha - 1.0
@@ -89,56 +107,6 @@ def excess_factors(parts: NodeParts, alpha, *, series_terms: int, series_radius:
     return log_prefix, factor
 
 
-def log_binomial_excess(parts: NodeParts, alpha, *, series_terms: int, series_radius: float):
-    """``log((1 + x)**alpha - 1 - alpha * x)`` for ``x > -1`` and ``alpha > 1``.
-
-    The argument of the log is non-negative by convexity and vanishes like
-    ``C(alpha, 2) x**2`` at ``x = 0``. With ``b = (alpha − 1) log1p(x)`` it equals
-    ``(1 + x)·[expm1(b) − (alpha − 1)·x/(1 + x)]`` for every ``x > −1``, which we use
-    where ``|x| > x_c``; there the subtraction loses at most a factor of about
-    ``4 / (alpha·x_c)`` in relative precision. For ``|x| <= x_c`` we sum the binomial
-    series ``sum_j C(alpha, j) x**j`` instead (Horner form, ``series_terms`` terms, exact
-    for integer ``alpha < series_terms``), with ``x_c = min(series_radius, 0.5 / alpha)``,
-    so each term is at most ``(1/2)^j / j!`` of the first. One ``expm1`` and one ``log``
-    per element.
-
-    Args:
-      parts: :class:`NodeParts` of ``x`` (shape ``S``).
-      alpha: array broadcastable against ``S``, ``alpha > 1``.
-      series_terms: static number of series terms.
-      series_radius: static upper limit of ``x_c`` (float64: 0.01, costing at most a
-        factor 400 = 4e-14 relative; float32: 0.2, a factor 20).
-
-    Returns:
-      Array of the broadcast shape; ``-inf`` where ``x == 0``.
-    """
-    log_prefix, factor = excess_factors(
-        parts, alpha, series_terms=series_terms, series_radius=series_radius
-    )
-    return log_prefix + jnp.log(factor)
-
-
 def log_normal_pdf(t):
     """Log density of the standard normal distribution."""
     return -0.5 * t * t - 0.5 * np.log(2.0 * np.pi)
-
-
-def log_sum_exp_with_shift(log_terms, shift, axis: int = -1):
-    """``log Σ exp(log_terms)`` over ``axis`` using a given ``shift`` instead of the max.
-
-    Exact in exact arithmetic for any finite ``shift``; numerically safe whenever
-    ``shift`` is within a few hundred nats of the true maximum, which lets XLA fuse the
-    producer of ``log_terms`` into a single pass instead of materialising it for a
-    separate max reduction (``jax.nn.logsumexp``).
-
-    Args:
-      log_terms: array ``(..., N)`` (``-inf`` allowed).
-      shift: array ``(...)`` broadcastable to ``log_terms`` without its reduced axis.
-      axis: the reduced axis.
-
-    Returns:
-      Array ``(...)``.
-    """
-    shift = jax.lax.stop_gradient(jnp.where(jnp.isfinite(shift), shift, 0.0))
-    total = jnp.sum(jnp.exp(log_terms - jnp.expand_dims(shift, axis)), axis=axis)
-    return jnp.log(total) + shift
