@@ -213,24 +213,31 @@ def _edge_flag(index, orders_b):
     return (chosen == jnp.min(orders_b, axis=-1)) | (chosen == jnp.max(orders_b, axis=-1))
 
 
-@functools.partial(jax.jit, static_argnames=("method",))
-def _epsilon_core(rdp, orders, delta, method):
+def _broadcast_curve(rdp, orders, target):
+    """Broadcast an RDP curve, its orders and a per-curve target; sanitise bad curves.
+
+    Returns ``(orders_b, target_b, safe_rdp, safe_orders, bad_curve)``: curves with a NaN
+    or negative RDP value or an order ``≤ 1`` are flagged in ``bad_curve`` and fed
+    harmless values, so neither results nor gradients of the other lanes see NaN.
+    """
     shape = jnp.broadcast_shapes(rdp.shape, orders.shape)
-    lead = jnp.broadcast_shapes(shape[:-1], delta.shape)
+    lead = jnp.broadcast_shapes(shape[:-1], target.shape)
     rdp_b = jnp.broadcast_to(rdp, lead + shape[-1:])
     orders_b = jnp.broadcast_to(orders, lead + shape[-1:])
-    delta_b = jnp.broadcast_to(delta, lead)
+    bad_rdp = jnp.isnan(rdp_b) | (rdp_b < 0)
+    bad_order = jnp.isnan(orders_b) | (orders_b <= 1)
+    bad_curve = jnp.any(bad_rdp | bad_order, axis=-1)
+    safe_rdp = jnp.where(bad_rdp, 0.0, rdp_b)
+    safe_orders = jnp.where(bad_order, 2.0, orders_b)
+    return orders_b, jnp.broadcast_to(target, lead), safe_rdp, safe_orders, bad_curve
 
-    invalid = (
-        jnp.any(jnp.isnan(rdp_b) | (rdp_b < 0) | jnp.isnan(orders_b) | (orders_b <= 1), axis=-1)
-        | jnp.isnan(delta_b)
-        | (delta_b < 0)
-        | (delta_b > 1)
-    )
+
+@functools.partial(jax.jit, static_argnames=("method",))
+def _epsilon_core(rdp, orders, delta, method):
+    orders_b, delta_b, safe_rdp, safe_orders, bad_curve = _broadcast_curve(rdp, orders, delta)
+    invalid = bad_curve | jnp.isnan(delta_b) | (delta_b < 0) | (delta_b > 1)
     safe_delta = jnp.where(invalid, 0.5, delta_b)
     log_delta = jnp.log(safe_delta)[..., None]
-    safe_rdp = jnp.where(jnp.isnan(rdp_b) | (rdp_b < 0), 0.0, rdp_b)
-    safe_orders = jnp.where(jnp.isnan(orders_b) | (orders_b <= 1), 2.0, orders_b)
     per_order = _epsilon_per_order(safe_rdp, safe_orders, log_delta, method)
 
     index = jnp.argmin(per_order, axis=-1)
@@ -246,20 +253,9 @@ def _epsilon_core(rdp, orders, delta, method):
 
 @functools.partial(jax.jit, static_argnames=("method",))
 def _delta_core(rdp, orders, epsilon, method):
-    shape = jnp.broadcast_shapes(rdp.shape, orders.shape)
-    lead = jnp.broadcast_shapes(shape[:-1], epsilon.shape)
-    rdp_b = jnp.broadcast_to(rdp, lead + shape[-1:])
-    orders_b = jnp.broadcast_to(orders, lead + shape[-1:])
-    eps_b = jnp.broadcast_to(epsilon, lead)
-
-    invalid = (
-        jnp.any(jnp.isnan(rdp_b) | (rdp_b < 0) | jnp.isnan(orders_b) | (orders_b <= 1), axis=-1)
-        | jnp.isnan(eps_b)
-        | (eps_b < 0)
-    )
+    orders_b, eps_b, safe_rdp, safe_orders, bad_curve = _broadcast_curve(rdp, orders, epsilon)
+    invalid = bad_curve | jnp.isnan(eps_b) | (eps_b < 0)
     safe_eps = jnp.where(invalid, 1.0, eps_b)[..., None]
-    safe_rdp = jnp.where(jnp.isnan(rdp_b) | (rdp_b < 0), 0.0, rdp_b)
-    safe_orders = jnp.where(jnp.isnan(orders_b) | (orders_b <= 1), 2.0, orders_b)
     per_order = _log_delta_per_order(safe_rdp, safe_orders, safe_eps, method)
 
     index = jnp.argmin(per_order, axis=-1)
