@@ -247,16 +247,25 @@ def _chunk_log_a_minus_one(q, sigma, plan: OrderPlan):
     ]
     if plan.shared_idx.size:
         shared_alphas = tuple(float(plan.orders[i]) for i in plan.shared_idx)
-        branches = [
+        tiers = [
             functools.partial(
                 _shared_log_a_minus_one, q, log_q, log1m_q, s, shared_alphas, panels, nodes
             )
             for _, panels, nodes in SHARED_TIERS
         ]
-        branches.append(lambda: _elementwise_log_a_minus_one(q, sigma, shared_alphas))
+        tiers.append(lambda: _elementwise_log_a_minus_one(q, sigma, shared_alphas))
         limits = jnp.asarray([limit for limit, _, _ in SHARED_TIERS])
         tier = jnp.searchsorted(limits, jnp.max(s))  # first tier whose limit covers it
-        blocks.append(jax.lax.switch(tier, branches))
+        # The cheapest tier runs unconditionally (outside control flow XLA fuses and
+        # threads it best); chunks that need more replace it inside a rarely-taken branch.
+        cheapest = tiers[0]()
+        blocks.append(
+            jax.lax.cond(
+                tier == 0,
+                lambda: cheapest,
+                lambda: jax.lax.switch(tier - 1, tiers[1:]),
+            )
+        )
     if plan.other_idx.size:
         other_alphas = tuple(float(plan.orders[i]) for i in plan.other_idx)
         blocks.append(_elementwise_log_a_minus_one(q, sigma, other_alphas))
