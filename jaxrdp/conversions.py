@@ -493,8 +493,8 @@ def _orders_for_kernel(orders, dtype):
     return jnp.sort(jnp.asarray(orders, dtype))
 
 
-def _prepare_sgm(q, sigma, steps, target, target_name, orders):
-    """Validate the SGM arguments; return sorted orders and the compute context."""
+def _check_sgm_args(q, sigma, steps, orders):
+    """Validate q, σ, steps and orders; concrete orders come back as float64 NumPy."""
     _validate.check_range("q", q, low=0.0, high=1.0)
     _validate.check_range("sigma", sigma, low=0.0)
     _check_steps(steps)
@@ -504,7 +504,15 @@ def _prepare_sgm(q, sigma, steps, target, target_name, orders):
         raise ValueError(f"orders must be 1-D; got orders of shape {np.shape(orders)}")
     _check_orders(orders)
     if _validate.is_concrete(orders) and not isinstance(orders, jax.Array):
-        orders = np.sort(np.asarray(orders, dtype=np.float64))
+        orders = np.asarray(orders, dtype=np.float64)
+    return orders
+
+
+def _prepare_sgm(q, sigma, steps, target, target_name, orders):
+    """Validate the SGM arguments; return sorted orders and the compute context."""
+    orders = _check_sgm_args(q, sigma, steps, orders)
+    if isinstance(orders, np.ndarray):
+        orders = np.sort(orders)
     try:
         np.broadcast_shapes(np.shape(q), np.shape(sigma), np.shape(steps), np.shape(target))
     except ValueError:
@@ -659,16 +667,7 @@ def compose_rdp(q, sigma, steps, orders=None):
     References:
       Mironov (2017), Proposition 1 (adaptive sequential composition of RDP).
     """
-    _validate.check_range("q", q, low=0.0, high=1.0)
-    _validate.check_range("sigma", sigma, low=0.0)
-    _check_steps(steps)
-    if orders is None:
-        orders = kernels.DEFAULT_ORDERS
-    if np.ndim(orders) != 1:
-        raise ValueError(f"orders must be 1-D; got orders of shape {np.shape(orders)}")
-    _check_orders(orders)
-    if _validate.is_concrete(orders) and not isinstance(orders, jax.Array):
-        orders = np.asarray(orders, dtype=np.float64)
+    orders = _check_sgm_args(q, sigma, steps, orders)
     try:
         seg_shape = np.broadcast_shapes(np.shape(q), np.shape(sigma), np.shape(steps))
     except ValueError:
