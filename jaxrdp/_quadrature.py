@@ -27,7 +27,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxrdp import _logmath
+from jaxrdp import _logmath, _tilted32
 
 
 class QuadratureConfig(NamedTuple):
@@ -80,7 +80,13 @@ def _bisect(fn, lo, hi, iterations: int):
 
 
 def _windows(log_q, log1m_q, s, alpha, cfg: QuadratureConfig):
-    """Disjoint integration windows ``[(lo, hi)] * 3`` in ``t`` for each element."""
+    """Integration pieces and the maxima of ``ℓ`` they surround, for each element.
+
+    Returns:
+      ``(pieces, modes)``: six disjoint pieces ``(lo, hi)`` in increasing order, two per
+      window (central window, window of the lower mode, window of the upper mode), and
+      the two local maxima ``(mode_a, mode_b)`` (equal when there is one).
+    """
     logit_q = log_q - log1m_q
     a_s = alpha * s
     curv_scale = alpha * s * s  # ℓ'' = −1 + curv_scale · p (1 − p)
@@ -176,7 +182,7 @@ def _windows(log_q, log1m_q, s, alpha, cfg: QuadratureConfig):
         inside = (lo < t1) & (t1 < hi)
         cut = jnp.where(inside, t1, 0.5 * (lo + hi))
         pieces += [(lo, cut), (cut, hi)]
-    return tuple(pieces)
+    return tuple(pieces), (mode_a, mode_b)
 
 
 def log_a_minus_one(q, sigma, alpha, cfg: QuadratureConfig):
@@ -192,9 +198,11 @@ def log_a_minus_one(q, sigma, alpha, cfg: QuadratureConfig):
     s = 1.0 / sigma
     log_q = jnp.log(q)
     log1m_q = jnp.log1p(-q)
-    windows = _windows(
+    windows, modes = _windows(
         *(jax.lax.stop_gradient(v) for v in (log_q, log1m_q, s, alpha)), cfg
     )
+    if jnp.result_type(q) == jnp.float32:
+        return _tilted32.log_a_minus_one(q, sigma, alpha, windows, modes, cfg)
     nodes, weights = _logmath.gauss_legendre(cfg.nodes_per_window)
     dtype = jnp.result_type(q)
     nodes = jnp.asarray(nodes, dtype)

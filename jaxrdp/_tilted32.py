@@ -1,0 +1,211 @@
+"""float32 evaluation of the quadrature of :mod:`jaxrdp._quadrature`, centred at each mode.
+
+In float32 the log-integrand ``ℓ(t) = −t²/2 + α·log(1 − q + q e^{st − s²/2})`` (``s = 1/σ``)
+is, near its maximum, a moderate number made of parts as large as ``α|log q|`` or
+``α²s²/2``; evaluated directly it carries an absolute error of ``ε₃₂`` times those parts,
+i.e. a relative error of that size in ``A_α − 1`` (up to 1e-3 at α ≈ 4096). Instead, for
+each window we pick its centre ``c`` (the mode, or 0 for the central window) and write
+
+    ℓ(c + r) = ℓ(c) + ℓ'(c)·r − r²/2 + α·D(p_c, s r),
+    D(p, y) = log(1 − p + p e^y) − p y = log1p((1 − p)·φ(−p y) + p·φ((1 − p) y)) ≥ 0,
+
+with ``φ(z) = e^z − 1 − z ≥ 0`` and ``p_c = σ(z_c)``, ``z_c = s c − s²/2 + logit q`` (exact
+algebra: ``1 − q + q e^{u + y} = (1 − q + q e^u)(1 − p + p e^y)``). ``ℓ(c)``, ``ℓ'(c)`` and
+``z_c`` are computed once per window in double-float32 (:mod:`jaxrdp._doublefloat`), and
+the per-node remainder involves only sums of non-negative terms of moderate size. The
+integrand of ``A − 1`` is ``exp(ℓ(t))·ρ(t)/√(2π)`` with ``ρ = g(x)/(1 + x)^α ∈ [0, 1]``,
+evaluated directly from ``x``. Nodes with ``x ≤ 0`` (``t ≤ s/2``, where every part is
+small) use the direct form ``−t²/2 + log g(x)``.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxrdp import _doublefloat as dd
+from jaxrdp import _logmath
+
+# |arguments| of φ beyond which D is evaluated as a log-sum-exp (no cancellation there).
+_PHI_LIMIT = 30.0
+_PHI_SERIES_RADIUS = 0.5
+_PHI_SERIES_TERMS = 12
+_TINY = float(np.finfo(np.float32).tiny)
+
+
+class _Centre(NamedTuple):
+    """Quantities of ``ℓ`` at a window centre ``c``; each float32 array of the cell shape."""
+
+    value_hi: jax.Array  # ℓ(c) = value_hi + value_lo (double-float)
+    value_lo: jax.Array
+    slope: jax.Array  # ℓ'(c)
+    p: jax.Array  # p_c and 1 − p_c, each to float32 relative precision
+    p_comp: jax.Array
+
+
+def _with_tangent(value, plain):
+    """``value`` (computed without derivatives) carrying the derivative of ``plain``."""
+    return jax.lax.stop_gradient(value) + (plain - jax.lax.stop_gradient(plain))
+
+
+def _centres(q, sigma, alpha, centres) -> list[_Centre]:
+    """:class:`_Centre` for each array in ``centres`` (window centres, no derivatives)."""
+    q_, sigma_, alpha_ = (jax.lax.stop_gradient(v) for v in (q, sigma, alpha))
+    one = dd.full_like(q_, 1.0)
+    s = dd.div(one, dd.from_float(sigma_))
+    log1m_q = dd.log(dd.two_sum(one.hi, -q_))
+    logit_q = dd.sub(dd.log(dd.from_float(q_)), log1m_q)
+    u0 = dd.scale(dd.mul(s, s), -0.5)
+    alpha_dd = dd.from_float(alpha_)
+
+    # The same quantities in plain float32 carry the derivatives.
+    s_f = 1.0 / sigma
+    log1m_q_f = jnp.log1p(-q)
+    logit_f = jnp.log(q) - log1m_q_f
+
+    out = []
+    for c in centres:
+        c_dd = dd.from_float(c)
+        z = dd.add(dd.add(dd.mul(s, c_dd), u0), logit_q)
+        positive = z.hi >= 0
+        exp_neg_abs = dd.exp(dd.where(positive, dd.neg(z), z))  # e^{−|z|}
+        one_plus = dd.add(one, exp_neg_abs)
+        softplus = dd.log(one_plus)
+        softplus = dd.where(positive, dd.add(z, softplus), softplus)
+        value = dd.add(dd.scale(dd.two_prod(c, c), -0.5), dd.mul(alpha_dd, dd.add(log1m_q, softplus)))
+        larger = dd.div(one, one_plus)  # σ(|z|)
+        smaller = dd.mul(exp_neg_abs, larger)  # σ(−|z|)
+        p = dd.to_float(dd.where(positive, larger, smaller))
+        p_comp = dd.to_float(dd.where(positive, smaller, larger))
+        slope = dd.to_float(dd.sub(dd.mul(dd.mul(s, alpha_dd), dd.where(positive, larger, smaller)), c_dd))
+
+        z_f = s_f * c - 0.5 * s_f * s_f + logit_f
+        value_f = -0.5 * c * c + alpha * (log1m_q_f + jax.nn.softplus(z_f))
+        p_f = jax.nn.sigmoid(z_f)
+        out.append(
+            _Centre(
+                value_hi=_with_tangent(value.hi, value_f),
+                value_lo=jax.lax.stop_gradient(value.lo),
+                slope=_with_tangent(slope, alpha * s_f * p_f - c),
+                p=_with_tangent(p, p_f),
+                p_comp=_with_tangent(p_comp, jax.nn.sigmoid(-z_f)),
+            )
+        )
+    return out
+
+
+def _phi(z):
+    """``e^z − 1 − z ≥ 0`` to float32 relative precision, for ``|z| <= _PHI_LIMIT``."""
+    small = jnp.abs(z) < _PHI_SERIES_RADIUS
+    zs = jnp.where(small, z, 0.0)
+    acc = jnp.ones_like(zs)
+    for n in range(_PHI_SERIES_TERMS, 2, -1):
+        acc = 1.0 + zs * acc / n
+    series = 0.5 * zs * zs * acc
+    zl = jnp.where(small, 1.0, z)
+    return jnp.where(small, series, jnp.expm1(zl) - zl)
+
+
+def _tilt(p, p_comp, y):
+    """``D(p, y) = log(1 − p + p e^y) − p y ≥ 0``, to float32 relative precision."""
+    a1, a2 = -p * y, p_comp * y  # D = log((1 − p) e^{a1} + p e^{a2}), (1 − p) a1 + p a2 = 0
+    moderate = jnp.maximum(jnp.abs(a1), jnp.abs(a2)) <= _PHI_LIMIT
+    a1m = jnp.clip(a1, -_PHI_LIMIT, _PHI_LIMIT)
+    a2m = jnp.clip(a2, -_PHI_LIMIT, _PHI_LIMIT)
+    near = jnp.log1p(p_comp * _phi(a1m) + p * _phi(a2m))
+    far = jnp.logaddexp(
+        jnp.log(jnp.maximum(p_comp, _TINY)) + a1, jnp.log(jnp.maximum(p, _TINY)) + a2
+    )
+    return jnp.where(moderate, near, far)
+
+
+def _log_positive(v):
+    """``log v``, and ``−inf`` (with zero gradient) where rounding made ``v <= 0``."""
+    positive = v > 0
+    return jnp.where(positive, jnp.log(jnp.where(positive, v, 1.0)), -jnp.inf)
+
+
+def _log_ratio(parts: _logmath.NodeParts, log_prefix, factor, alpha, small):
+    """``log ρ = log(g(x) / (1 + x)^α) ≤ 0`` for ``x > 0``; arbitrary finite elsewhere.
+
+    Small ``x``: the series value of ``log g`` minus ``α log1p x`` (both small parts).
+    Otherwise, with ``b = (α − 1) log1p x > 0``:
+    ``ρ = −expm1(−b) − (α − 1)·x/(1 + x)·e^{−b}``, which stays in [0, 1].
+    """
+    positive = parts.x > 0
+    series = log_prefix + jnp.log(factor) - alpha * parts.log1p_x
+    beta = alpha - 1.0
+    b = jnp.where(positive, beta * parts.log1p_x, 1.0)
+    ratio = -jnp.expm1(-b) - beta * jnp.where(positive, parts.x_over_1px, 0.0) * jnp.exp(-b)
+    direct = _log_positive(jnp.where(positive & ~small, ratio, 1.0))
+    return jnp.where(small, series, direct)
+
+
+def _log_terms(q, sigma, alpha, pieces, modes, cfg):
+    """``(shift, terms, t)``: ``A − 1 = e^shift·Σ exp(terms)``, over nodes ``t`` (last axis)."""
+    centres_t = (jnp.zeros_like(q), modes[0], modes[1])
+    centres = _centres(q, sigma, alpha, centres_t)
+    shift_hi = jax.lax.stop_gradient(
+        jnp.maximum(jnp.maximum(centres[0].value_hi, centres[1].value_hi), centres[2].value_hi)
+    )
+
+    nodes, weights = _logmath.gauss_legendre(cfg.nodes_per_window)
+    nodes = jnp.asarray(nodes + 1.0, jnp.float32)  # on [0, 2]
+    log_weights = jnp.log(jnp.asarray(weights, jnp.float32))
+
+    ex = lambda v: v[..., None]  # noqa: E731
+    s = 1.0 / sigma
+    log_q = jnp.log(q)
+    values, nodes_t = [], []
+    for index, (lo, hi) in enumerate(pieces):
+        centre_t = centres_t[index // 2]
+        centre = centres[index // 2]
+        half = 0.5 * (hi - lo)
+        r = ex(lo - centre_t) + ex(half) * nodes  # offsets from the centre
+        t = ex(centre_t) + r
+        log_w = jnp.where(
+            ex(half) > 0, ex(jnp.log(jnp.where(half > 0, half, 1.0))) + log_weights, -jnp.inf
+        )
+
+        parts = _logmath.node_parts(ex(s) * t - 0.5 * ex(s * s), ex(q), ex(log_q))
+        log_prefix, factor = _logmath.excess_factors(
+            parts, ex(alpha), series_terms=cfg.series_terms, series_radius=cfg.series_radius
+        )
+        small = jnp.abs(parts.x) <= jnp.minimum(cfg.series_radius, 0.5 / ex(alpha))
+        direct = _logmath.log_normal_pdf(t) + log_prefix + _log_positive(factor) - ex(shift_hi)
+
+        offset = (centre.value_hi - shift_hi) + centre.value_lo
+        tilted = (
+            ex(offset)
+            + ex(centre.slope) * r
+            - 0.5 * r * r
+            + ex(alpha) * _tilt(ex(centre.p), ex(centre.p_comp), ex(s) * r)
+            + _log_ratio(parts, log_prefix, factor, ex(alpha), small)
+            - 0.5 * np.log(2.0 * np.pi)
+        )
+        values.append(log_w + jnp.where(parts.x > 0, tilted, direct))
+        nodes_t.append(t)
+
+    return shift_hi, jnp.concatenate(values, axis=-1), jnp.concatenate(nodes_t, axis=-1)
+
+
+def log_a_minus_one(q, sigma, alpha, pieces, modes, cfg):
+    """``log(A_α − 1)`` in float32 over the pieces of :func:`jaxrdp._quadrature._windows`.
+
+    Args:
+      q, sigma, alpha: float32 arrays of one shape ``S``, ``0 < q < 1``, ``σ > 0``, ``α > 1``.
+      pieces: six ``(lo, hi)`` pairs of shape ``S`` (no derivatives), two per window.
+      modes: ``(mode_a, mode_b)``, the centres of the second and third windows.
+      cfg: the :class:`jaxrdp._quadrature.QuadratureConfig` (static).
+
+    Returns:
+      float32 array of shape ``S``.
+    """
+    shift_hi, values, _ = _log_terms(q, sigma, alpha, pieces, modes, cfg)
+    shift = jnp.max(values, axis=-1)
+    shift = jax.lax.stop_gradient(jnp.where(jnp.isfinite(shift), shift, 0.0))
+    total = jnp.sum(jnp.exp(values - shift[..., None]), axis=-1)
+    return shift_hi + (shift + jnp.log(total))
