@@ -9,7 +9,8 @@ Products are formed from 12-bit halves obtained by masking the significand, so e
 partial product is exact in float32; no result depends on whether the compiler fuses a
 multiply into an add, and sums use Knuth's branch-free TwoSum. Values only: the callers
 wrap these results in ``stop_gradient`` and attach derivatives from plain float32 formulas.
-All functions are elementwise on float32 arrays.
+All functions are elementwise on float32 arrays, except :func:`two_sum`, which is exact
+in any binary floating dtype (the accountant uses it for float64 states too).
 
 Reference: T. J. Dekker (1971), "A floating-point technique for extending the available
 precision"; D. E. Knuth, TAOCP vol. 2, Sec. 4.2.2 (TwoSum).
@@ -61,7 +62,7 @@ def _split(a):
 
 
 def two_sum(a, b) -> DoubleFloat:
-    """``a + b`` exactly, for float32 arrays ``a`` and ``b`` (Knuth's TwoSum)."""
+    """``a + b = hi + lo`` exactly (Knuth's TwoSum), for arrays of one floating dtype."""
     s = a + b
     b_virtual = s - a
     err = (a - (s - b_virtual)) + (b - b_virtual)
@@ -126,10 +127,19 @@ def _pow2(k):
     return jax.lax.bitcast_convert_type(biased, jnp.float32)
 
 
-_LN2 = _constant(math.log(2.0))
+# ln 2 = _LN2_HI + _LN2_LO: the head has 12 significant bits, so k·_LN2_HI is exact for
+# |k| < 4096 and k·ln 2 is good to about 2⁻⁶⁰ relative.
+_LN2_HI = math.ldexp(round(math.ldexp(math.log(2.0), 11)), -11)
+_LN2_LO = _constant(math.log(2.0) - _LN2_HI)
 # 1/n! for the Taylor series of exp on |r| <= ln2/2: 12 terms leave < 2e-15 relative.
 _EXP_TERMS = 12
 _INV_FACTORIALS = [_constant(1.0 / math.factorial(n)) for n in range(_EXP_TERMS)]
+
+
+def _times_ln2(k) -> DoubleFloat:
+    """``k·ln 2`` for integer-valued float32 ``k``, ``|k| < 4096``."""
+    tail = add(two_prod(k, _LN2_LO.hi), from_float(k * _LN2_LO.lo))
+    return add(from_float(k * np.float32(_LN2_HI)), tail)
 
 
 def exp(a: DoubleFloat) -> DoubleFloat:
@@ -137,7 +147,7 @@ def exp(a: DoubleFloat) -> DoubleFloat:
     underflow = a.hi < -87.0
     a = where(underflow, from_float(jnp.zeros_like(a.hi)), a)
     k = jnp.round(a.hi * np.float32(1.0 / math.log(2.0)))
-    k_ln2 = add(two_prod(k, _LN2.hi), from_float(k * _LN2.lo))
+    k_ln2 = _times_ln2(k)
     r = sub(a, k_ln2)  # |r| <= ln2/2 (plus rounding)
     acc = full_like(a.hi, _INV_FACTORIALS[-1])
     for coeff in reversed(_INV_FACTORIALS[:-1]):
@@ -160,5 +170,4 @@ def log(a: DoubleFloat) -> DoubleFloat:
     x0 = jnp.log(m.hi)
     delta = to_float(add(mul(m, exp(from_float(-x0))), full_like(x0, -1.0)))
     log1p_delta = delta - 0.5 * delta * delta
-    e_ln2 = add(two_prod(exponent, _LN2.hi), from_float(exponent * _LN2.lo))
-    return add(e_ln2, two_sum(x0, log1p_delta))
+    return add(_times_ln2(exponent), two_sum(x0, log1p_delta))

@@ -51,50 +51,61 @@ def _with_tangent(value, plain):
     return jax.lax.stop_gradient(value) + (plain - jax.lax.stop_gradient(plain))
 
 
-def _centres(q, sigma, alpha, centres) -> list[_Centre]:
-    """:class:`_Centre` for each array in ``centres`` (window centres, no derivatives)."""
+def _centres(q, sigma, alpha, centres) -> _Centre:
+    """:class:`_Centre` at window centres ``centres`` (shape ``S + (k,)``, no derivatives)
+    for cells ``q, sigma, alpha`` of shape ``S``; fields have shape ``S + (k,)``."""
+    ex = lambda v: v[..., None]  # noqa: E731
     q_, sigma_, alpha_ = (jax.lax.stop_gradient(v) for v in (q, sigma, alpha))
     one = dd.full_like(q_, 1.0)
     s = dd.div(one, dd.from_float(sigma_))
-    log1m_q = dd.log(dd.two_sum(one.hi, -q_))
-    logit_q = dd.sub(dd.log(dd.from_float(q_)), log1m_q)
-    u0 = dd.scale(dd.mul(s, s), -0.5)
-    alpha_dd = dd.from_float(alpha_)
+    # log q and log(1 − q) in one double-float log over a stacked axis.
+    one_minus_q = dd.two_sum(one.hi, -q_)
+    logs = dd.log(
+        dd.DoubleFloat(
+            jnp.stack([q_, one_minus_q.hi], axis=-1),
+            jnp.stack([jnp.zeros_like(q_), one_minus_q.lo], axis=-1),
+        )
+    )
+    log1m_q = dd.DoubleFloat(logs.hi[..., 1], logs.lo[..., 1])
+    logit_q = dd.sub(dd.DoubleFloat(logs.hi[..., 0], logs.lo[..., 0]), log1m_q)
+    offset = dd.add(dd.scale(dd.mul(s, s), -0.5), logit_q)  # z_c = s·c + offset
+
+    expand = lambda a: dd.DoubleFloat(ex(a.hi), ex(a.lo))  # noqa: E731
+    s_, offset_, log1m_q_ = expand(s), expand(offset), expand(log1m_q)
+    alpha_dd = dd.from_float(ex(alpha_))
+    one_ = dd.full_like(centres, 1.0)
+    c_dd = dd.from_float(centres)
+    z = dd.add(dd.mul(s_, c_dd), offset_)
+    positive = z.hi >= 0
+    exp_neg_abs = dd.exp(dd.where(positive, dd.neg(z), z))  # e^{−|z|}
+    one_plus = dd.add(one_, exp_neg_abs)
+    softplus = dd.log(one_plus)
+    softplus = dd.where(positive, dd.add(z, softplus), softplus)
+    value = dd.add(
+        dd.scale(dd.two_prod(centres, centres), -0.5),
+        dd.mul(alpha_dd, dd.add(log1m_q_, softplus)),
+    )
+    larger = dd.div(one_, one_plus)  # sigmoid(|z|)
+    smaller = dd.mul(exp_neg_abs, larger)  # sigmoid(−|z|)
+    p_dd = dd.where(positive, larger, smaller)
+    slope = dd.to_float(dd.sub(dd.mul(dd.mul(s_, alpha_dd), p_dd), c_dd))
 
     # The same quantities in plain float32 carry the derivatives.
-    s_f = 1.0 / sigma
-    log1m_q_f = jnp.log1p(-q)
-    logit_f = jnp.log(q) - log1m_q_f
-
-    out = []
-    for c in centres:
-        c_dd = dd.from_float(c)
-        z = dd.add(dd.add(dd.mul(s, c_dd), u0), logit_q)
-        positive = z.hi >= 0
-        exp_neg_abs = dd.exp(dd.where(positive, dd.neg(z), z))  # e^{−|z|}
-        one_plus = dd.add(one, exp_neg_abs)
-        softplus = dd.log(one_plus)
-        softplus = dd.where(positive, dd.add(z, softplus), softplus)
-        value = dd.add(dd.scale(dd.two_prod(c, c), -0.5), dd.mul(alpha_dd, dd.add(log1m_q, softplus)))
-        larger = dd.div(one, one_plus)  # σ(|z|)
-        smaller = dd.mul(exp_neg_abs, larger)  # σ(−|z|)
-        p = dd.to_float(dd.where(positive, larger, smaller))
-        p_comp = dd.to_float(dd.where(positive, smaller, larger))
-        slope = dd.to_float(dd.sub(dd.mul(dd.mul(s, alpha_dd), dd.where(positive, larger, smaller)), c_dd))
-
-        z_f = s_f * c - 0.5 * s_f * s_f + logit_f
-        value_f = -0.5 * c * c + alpha * (log1m_q_f + jax.nn.softplus(z_f))
-        p_f = jax.nn.sigmoid(z_f)
-        out.append(
-            _Centre(
-                value_hi=_with_tangent(value.hi, value_f),
-                value_lo=jax.lax.stop_gradient(value.lo),
-                slope=_with_tangent(slope, alpha * s_f * p_f - c),
-                p=_with_tangent(p, p_f),
-                p_comp=_with_tangent(p_comp, jax.nn.sigmoid(-z_f)),
-            )
-        )
-    return out
+    s_f = ex(1.0 / sigma)
+    log1m_q_f = ex(jnp.log1p(-q))
+    z_f = s_f * centres - 0.5 * s_f * s_f + ex(jnp.log(q)) - log1m_q_f
+    alpha_f = ex(alpha)
+    value_f = -0.5 * centres * centres + alpha_f * (log1m_q_f + jax.nn.softplus(z_f))
+    p_f = jax.nn.sigmoid(z_f)
+    return _Centre(
+        value_hi=_with_tangent(value.hi, value_f),
+        value_lo=jax.lax.stop_gradient(value.lo),
+        slope=_with_tangent(slope, alpha_f * s_f * p_f - centres),
+        p=_with_tangent(dd.to_float(p_dd), p_f),
+        p_comp=_with_tangent(
+            dd.to_float(dd.where(positive, smaller, larger)), jax.nn.sigmoid(-z_f)
+        ),
+    )
 
 
 def _phi(z):
@@ -146,50 +157,48 @@ def _log_ratio(parts: _logmath.NodeParts, log_prefix, factor, alpha, small):
 
 def _log_terms(q, sigma, alpha, pieces, modes, cfg):
     """``(shift, terms, t)``: ``A − 1 = e^shift·Σ exp(terms)``, over nodes ``t`` (last axis)."""
-    centres_t = (jnp.zeros_like(q), modes[0], modes[1])
-    centres = _centres(q, sigma, alpha, centres_t)
-    shift_hi = jax.lax.stop_gradient(
-        jnp.maximum(jnp.maximum(centres[0].value_hi, centres[1].value_hi), centres[2].value_hi)
-    )
+    centres_t = jax.lax.stop_gradient(jnp.stack([jnp.zeros_like(q), modes[0], modes[1]], -1))
+    centres_all = _centres(q, sigma, alpha, centres_t)
+    shift_hi = jax.lax.stop_gradient(jnp.max(centres_all.value_hi, axis=-1))
 
     nodes, weights = _logmath.gauss_legendre(cfg.nodes_per_window)
     nodes = jnp.asarray(nodes + 1.0, jnp.float32)  # on [0, 2]
     log_weights = jnp.log(jnp.asarray(weights, jnp.float32))
 
+    # Nodes of all six pieces along one axis; piece k belongs to window k // 2.
+    n = cfg.nodes_per_window
+    per_node = lambda v: jnp.repeat(v, 2 * n, axis=-1)  # noqa: E731  S + (3,) → S + (6n,)
+    lo = jnp.stack([p[0] for p in pieces], axis=-1)
+    half = 0.5 * (jnp.stack([p[1] for p in pieces], axis=-1) - lo)
+    centre_of_piece = jnp.repeat(centres_t, 2, axis=-1)
+    spread = lambda v: jnp.repeat(v, n, axis=-1)  # noqa: E731  S + (6,) → S + (6n,)
+    r = spread(lo - centre_of_piece) + spread(half) * jnp.tile(nodes, len(pieces))
+    t = per_node(centres_t) + r
+    log_w = jnp.where(
+        half > 0, jnp.log(jnp.where(half > 0, half, 1.0)), -jnp.inf
+    )
+    log_w = spread(log_w) + jnp.tile(log_weights, len(pieces))
+
     ex = lambda v: v[..., None]  # noqa: E731
-    s = 1.0 / sigma
-    log_q = jnp.log(q)
-    values, nodes_t = [], []
-    for index, (lo, hi) in enumerate(pieces):
-        centre_t = centres_t[index // 2]
-        centre = centres[index // 2]
-        half = 0.5 * (hi - lo)
-        r = ex(lo - centre_t) + ex(half) * nodes  # offsets from the centre
-        t = ex(centre_t) + r
-        log_w = jnp.where(
-            ex(half) > 0, ex(jnp.log(jnp.where(half > 0, half, 1.0))) + log_weights, -jnp.inf
-        )
+    s = ex(1.0 / sigma)
+    alpha_ = ex(alpha)
+    parts = _logmath.node_parts(s * t - 0.5 * s * s, ex(q), ex(jnp.log(q)))
+    log_prefix, factor = _logmath.excess_factors(
+        parts, alpha_, series_terms=cfg.series_terms, series_radius=cfg.series_radius
+    )
+    small = jnp.abs(parts.x) <= jnp.minimum(cfg.series_radius, 0.5 / alpha_)
+    direct = _logmath.log_normal_pdf(t) + log_prefix + _log_positive(factor) - ex(shift_hi)
 
-        parts = _logmath.node_parts(ex(s) * t - 0.5 * ex(s * s), ex(q), ex(log_q))
-        log_prefix, factor = _logmath.excess_factors(
-            parts, ex(alpha), series_terms=cfg.series_terms, series_radius=cfg.series_radius
-        )
-        small = jnp.abs(parts.x) <= jnp.minimum(cfg.series_radius, 0.5 / ex(alpha))
-        direct = _logmath.log_normal_pdf(t) + log_prefix + _log_positive(factor) - ex(shift_hi)
-
-        offset = (centre.value_hi - shift_hi) + centre.value_lo
-        tilted = (
-            ex(offset)
-            + ex(centre.slope) * r
-            - 0.5 * r * r
-            + ex(alpha) * _tilt(ex(centre.p), ex(centre.p_comp), ex(s) * r)
-            + _log_ratio(parts, log_prefix, factor, ex(alpha), small)
-            - 0.5 * np.log(2.0 * np.pi)
-        )
-        values.append(log_w + jnp.where(parts.x > 0, tilted, direct))
-        nodes_t.append(t)
-
-    return shift_hi, jnp.concatenate(values, axis=-1), jnp.concatenate(nodes_t, axis=-1)
+    offset = (centres_all.value_hi - ex(shift_hi)) + centres_all.value_lo
+    tilted = (
+        per_node(offset)
+        + per_node(centres_all.slope) * r
+        - 0.5 * r * r
+        + alpha_ * _tilt(per_node(centres_all.p), per_node(centres_all.p_comp), s * r)
+        + _log_ratio(parts, log_prefix, factor, alpha_, small)
+        - 0.5 * np.log(2.0 * np.pi)
+    )
+    return shift_hi, log_w + jnp.where(parts.x > 0, tilted, direct), t
 
 
 def log_a_minus_one(q, sigma, alpha, pieces, modes, cfg):

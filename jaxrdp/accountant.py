@@ -40,7 +40,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxrdp import _precision, _validate, conversions, kernels
+from jaxrdp import _doublefloat, _precision, _validate, conversions, kernels
 
 __all__ = [
     "RdpAccountant",
@@ -121,23 +121,21 @@ def _accumulate(state: RdpState, increment) -> RdpState:
     """``state + increment`` in double-word arithmetic.
 
     TwoSum (Knuth) gives the exact rounding error of ``rdp + increment``; it is added to
-    ``residual`` and the pair is renormalised by Fast2Sum (Dekker), so ``rdp`` stays the
+    ``residual`` and the pair is renormalised by a second TwoSum, so ``rdp`` stays the
     correctly rounded total and ``|residual| ≤ ulp(rdp)/2``. Non-finite totals carry no
-    residual.
+    residual. The operands pass an optimization barrier: a state or increment that is a
+    compile-time constant would otherwise let XLA reassociate ``(x + c) − c`` into ``x``
+    and drop the error term.
     """
     a = state.rdp
     b = jnp.broadcast_to(jnp.asarray(increment, a.dtype), a.shape)
-    s = a + b
-    b_virtual = s - a
-    a_virtual = s - b_virtual
-    error = (a - a_virtual) + (b - b_virtual)
     residual = jnp.zeros_like(a) if state.residual is None else state.residual
-    low = residual + error
-    high = s + low
-    low = low - (high - s)
-    finite = jnp.isfinite(high) & jnp.isfinite(low)
-    high = jnp.where(finite, high, s)
-    low = jnp.where(finite, low, jnp.zeros_like(low))
+    a, b, residual = jax.lax.optimization_barrier((a, b, residual))
+    total = _doublefloat.two_sum(a, b)
+    out = _doublefloat.two_sum(total.hi, residual + total.lo)
+    finite = jnp.isfinite(out.hi) & jnp.isfinite(out.lo)
+    high = jnp.where(finite, out.hi, total.hi)
+    low = jnp.where(finite, out.lo, jnp.zeros_like(out.lo))
     return RdpState(state.orders, high, low)
 
 

@@ -115,6 +115,17 @@ def test_float32_accumulation_is_compensated():
     assert np.max(np.abs(np.asarray(naive_sum, np.float64) / exact - 1)) > 1e-5  # the problem fixed
 
 
+def test_compensation_survives_a_constant_state_under_jit():
+    # A state captured by a jitted function is a compile-time constant; XLA would turn
+    # TwoSum's (s − state) into the increment and lose the error term without the barrier.
+    state = accountant.compose_zcdp(accountant.init(np.array([2.0, 8.0]), dtype=jnp.float32), 0.25)
+    out = jax.jit(lambda rho: accountant.compose_zcdp(state, rho))(jnp.float32(1e-9))
+    total = np.asarray(out.rdp, np.float64) + np.asarray(out.residual, np.float64)
+    exact = np.asarray(state.rdp, np.float64) + np.float64(np.float32(1e-9)) * np.array([2.0, 8.0])
+    assert np.all(np.asarray(out.residual) != 0)
+    np.testing.assert_allclose(total, exact, rtol=1e-12)
+
+
 def test_pure_functions_match_conversions_float64():
     with jax.enable_x64(True):
         state = accountant.init(INT_ORDERS, dtype=jnp.float64)
