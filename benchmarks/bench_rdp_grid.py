@@ -4,6 +4,7 @@ Run from the repository root::
 
     python benchmarks/bench_rdp_grid.py            # CPU, 24×24 grid, dp_accounting on 64 cells
     python benchmarks/bench_rdp_grid.py --gpu      # also a 1024×1024 grid in float64 on the GPU
+    python benchmarks/bench_rdp_grid.py --float32  # also the grid in float32 under jit
 
 Correctness is checked first, on the same cells: integer orders must agree to 1e-9
 relative (where dp_accounting's own float64 sum is exact, i.e. log A > 1e-3), and on
@@ -51,6 +52,9 @@ def main() -> None:
     parser.add_argument("--reference-cells", type=int, default=64, help="cells for dp_accounting")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--gpu", action="store_true", help="also time a 1024×1024 grid")
+    parser.add_argument(
+        "--float32", action="store_true", help="also the grid in float32 (in-graph kernel)"
+    )
     args = parser.parse_args()
 
     import logging
@@ -101,6 +105,25 @@ def main() -> None:
     print(f"{'dp_accounting':24s}{t_dp * 1e3:10.2f}ms{1 / t_dp:12.1f}")
     print(f"{'jaxrdp (' + str(q.size) + ' cells)':24s}{t_ours * 1e6:10.1f}us{1 / t_ours:12.0f}")
     print(f"ratio (throughput): {t_dp / t_ours:.0f}x    [first call incl. compile: {t_first:.2f} s]")
+
+    if args.float32:
+        import jax.numpy as jnp
+
+        q32, s32 = (jnp.asarray(v, jnp.float32)[:, None] for v in (q, sigma))
+        o32 = jnp.asarray(DP_ORDERS, jnp.float32)
+        kernel = jax.jit(jaxrdp.rdp)
+        start = time.perf_counter()
+        got = np.asarray(jax.block_until_ready(kernel(q32, s32, o32)), np.float64)
+        t_first = time.perf_counter() - start
+        t32 = _best_of(lambda: kernel(q32, s32, o32), args.repeats) / q.size
+        # float64 at the same float32-rounded inputs is the reference.
+        ref = np.asarray(jaxrdp.rdp(np.asarray(q32, np.float64), np.asarray(s32, np.float64),
+                                    np.asarray(o32, np.float64)))
+        rel = got / ref - 1
+        assert rel.min() >= 0, "float32 below float64"
+        print(f"{'jaxrdp float32 (jit)':24s}{t32 * 1e6:10.1f}us{1 / t32:12.0f}"
+              f"   ratio {t_dp / t32:.0f}x; vs float64: +{rel.min():.1e} to +{rel.max():.1e} rel."
+              f" [first call {t_first:.2f} s]")
 
     if args.gpu:
         n = 1024

@@ -121,6 +121,21 @@ def to_float(a: DoubleFloat):
     return a.hi + a.lo
 
 
+def materialise(*arrays):
+    """The float32 ``arrays`` unchanged (division by an opaque 1 is exact), each computed once.
+
+    The long chains of cheap operations behind an array would otherwise be fused into, and
+    so recomputed by, every consumer; XLA does not duplicate a division (measured on CPU:
+    :func:`log` of :func:`exp` 2.4× faster). Speed only: values are the same either way.
+    """
+    one = full_like(arrays[0], 1.0).hi
+    return tuple(a / one for a in arrays)
+
+
+def _materialise(a: DoubleFloat) -> DoubleFloat:
+    return DoubleFloat(*materialise(a.hi, a.lo))
+
+
 def _pow2(k):
     """``2**k`` for integer-valued float32 ``k`` in [−126, 127], built from its bits."""
     biased = (k.astype(jnp.int32) + 127) << 23
@@ -153,7 +168,7 @@ def exp(a: DoubleFloat) -> DoubleFloat:
     for coeff in reversed(_INV_FACTORIALS[:-1]):
         acc = add(mul(acc, r), full_like(a.hi, coeff))
     factor = jnp.where(underflow, 0.0, _pow2(jnp.clip(k, -126.0, 127.0)))
-    return DoubleFloat(acc.hi * factor, acc.lo * factor)
+    return _materialise(DoubleFloat(acc.hi * factor, acc.lo * factor))
 
 
 def log(a: DoubleFloat) -> DoubleFloat:
@@ -170,4 +185,4 @@ def log(a: DoubleFloat) -> DoubleFloat:
     x0 = jnp.log(m.hi)
     delta = to_float(add(mul(m, exp(from_float(-x0))), full_like(x0, -1.0)))
     log1p_delta = delta - 0.5 * delta * delta
-    return add(_times_ln2(exponent), two_sum(x0, log1p_delta))
+    return _materialise(add(_times_ln2(exponent), two_sum(x0, log1p_delta)))

@@ -97,7 +97,7 @@ def _centres(q, sigma, alpha, centres) -> _Centre:
     alpha_f = ex(alpha)
     value_f = -0.5 * centres * centres + alpha_f * (log1m_q_f + jax.nn.softplus(z_f))
     p_f = jax.nn.sigmoid(z_f)
-    return _Centre(
+    centre = _Centre(
         value_hi=_with_tangent(value.hi, value_f),
         value_lo=jax.lax.stop_gradient(value.lo),
         slope=_with_tangent(slope, alpha_f * s_f * p_f - centres),
@@ -106,6 +106,7 @@ def _centres(q, sigma, alpha, centres) -> _Centre:
             dd.to_float(dd.where(positive, smaller, larger)), jax.nn.sigmoid(-z_f)
         ),
     )
+    return _Centre(*dd.materialise(*centre))
 
 
 def _phi(z):
@@ -120,16 +121,17 @@ def _phi(z):
     return jnp.where(small, series, jnp.expm1(zl) - zl)
 
 
-def _tilt(p, p_comp, y):
-    """``D(p, y) = log(1 − p + p e^y) − p y ≥ 0``, to float32 relative precision."""
+def _tilt(p, p_comp, log_p, log_p_comp, y):
+    """``D(p, y) = log(1 − p + p e^y) − p y ≥ 0``, to float32 relative precision.
+
+    ``log_p``, ``log_p_comp``: ``log p`` and ``log(1 − p)``, floored at float32's tiny.
+    """
     a1, a2 = -p * y, p_comp * y  # D = log((1 − p) e^{a1} + p e^{a2}), (1 − p) a1 + p a2 = 0
     moderate = jnp.maximum(jnp.abs(a1), jnp.abs(a2)) <= _PHI_LIMIT
     a1m = jnp.clip(a1, -_PHI_LIMIT, _PHI_LIMIT)
     a2m = jnp.clip(a2, -_PHI_LIMIT, _PHI_LIMIT)
     near = jnp.log1p(p_comp * _phi(a1m) + p * _phi(a2m))
-    far = jnp.logaddexp(
-        jnp.log(jnp.maximum(p_comp, _TINY)) + a1, jnp.log(jnp.maximum(p, _TINY)) + a2
-    )
+    far = jnp.logaddexp(log_p_comp + a1, log_p + a2)
     return jnp.where(moderate, near, far)
 
 
@@ -139,24 +141,27 @@ def _log_positive(v):
     return jnp.where(positive, jnp.log(jnp.where(positive, v, 1.0)), -jnp.inf)
 
 
-def _log_ratio(parts: _logmath.NodeParts, log_prefix, factor, alpha, small):
+def _log_ratio(parts: _logmath.NodeParts, log_prefix, log_factor, alpha, small):
     """``log ρ = log(g(x) / (1 + x)^α) ≤ 0`` for ``x > 0``; arbitrary finite elsewhere.
 
-    Small ``x``: the series value of ``log g`` minus ``α log1p x`` (both small parts).
-    Otherwise, with ``b = (α − 1) log1p x > 0``:
-    ``ρ = −expm1(−b) − (α − 1)·x/(1 + x)·e^{−b}``, which stays in [0, 1].
+    ``log_prefix`` and ``log_factor`` are :func:`jaxrdp._logmath.excess_factors`' output
+    (the factor's log), so ``log g = log_prefix + log_factor``. Small ``x``: the series value
+    of ``log g`` minus ``α log1p x`` (both small). Otherwise, with ``b = (α − 1) log1p x > 0``
+    and ``w = (α − 1) x/(1 + x)``: ``ρ = factor·e^{−b}`` for ``b <= 1`` (both parts
+    small), and ``ρ = 1 − (1 + w) e^{−b}`` beyond, which has no cancellation there.
     """
     positive = parts.x > 0
-    series = log_prefix + jnp.log(factor) - alpha * parts.log1p_x
+    series = log_prefix + log_factor - alpha * parts.log1p_x
     beta = alpha - 1.0
-    b = jnp.where(positive, beta * parts.log1p_x, 1.0)
-    ratio = -jnp.expm1(-b) - beta * jnp.where(positive, parts.x_over_1px, 0.0) * jnp.exp(-b)
-    direct = _log_positive(jnp.where(positive & ~small, ratio, 1.0))
-    return jnp.where(small, series, direct)
+    b = jnp.where(positive, beta * parts.log1p_x, 2.0)
+    w = beta * jnp.where(positive, parts.x_over_1px, 0.0)
+    near = log_factor - b
+    far = jnp.log1p(-(1.0 + w) * jnp.exp(-jnp.maximum(b, 1.0)))
+    return jnp.where(small, series, jnp.where(b <= 1.0, near, far))
 
 
 def _log_terms(q, sigma, alpha, pieces, modes, cfg):
-    """``(shift, terms, t)``: ``A − 1 = e^shift·Σ exp(terms)``, over nodes ``t`` (last axis)."""
+    """``(shift, terms)`` with ``A − 1 = e^shift·Σ exp(terms)`` (terms on the last axis)."""
     centres_t = jax.lax.stop_gradient(jnp.stack([jnp.zeros_like(q), modes[0], modes[1]], -1))
     centres_all = _centres(q, sigma, alpha, centres_t)
     shift_hi = jax.lax.stop_gradient(jnp.max(centres_all.value_hi, axis=-1))
@@ -174,9 +179,7 @@ def _log_terms(q, sigma, alpha, pieces, modes, cfg):
     spread = lambda v: jnp.repeat(v, n, axis=-1)  # noqa: E731  S + (6,) → S + (6n,)
     r = spread(lo - centre_of_piece) + spread(half) * jnp.tile(nodes, len(pieces))
     t = per_node(centres_t) + r
-    log_w = jnp.where(
-        half > 0, jnp.log(jnp.where(half > 0, half, 1.0)), -jnp.inf
-    )
+    log_w = jnp.where(half > 0, jnp.log(jnp.where(half > 0, half, 1.0)), -jnp.inf)
     log_w = spread(log_w) + jnp.tile(log_weights, len(pieces))
 
     ex = lambda v: v[..., None]  # noqa: E731
@@ -187,18 +190,21 @@ def _log_terms(q, sigma, alpha, pieces, modes, cfg):
         parts, alpha_, series_terms=cfg.series_terms, series_radius=cfg.series_radius
     )
     small = jnp.abs(parts.x) <= jnp.minimum(cfg.series_radius, 0.5 / alpha_)
-    direct = _logmath.log_normal_pdf(t) + log_prefix + _log_positive(factor) - ex(shift_hi)
+    log_factor = _log_positive(factor)
+    direct = _logmath.log_normal_pdf(t) + log_prefix + log_factor - ex(shift_hi)
 
     offset = (centres_all.value_hi - ex(shift_hi)) + centres_all.value_lo
+    log_p, log_p_comp = (jnp.log(jnp.maximum(v, _TINY)) for v in (centres_all.p, centres_all.p_comp))
+    tilt = _tilt(*(per_node(v) for v in (centres_all.p, centres_all.p_comp, log_p, log_p_comp)), s * r)
     tilted = (
         per_node(offset)
         + per_node(centres_all.slope) * r
         - 0.5 * r * r
-        + alpha_ * _tilt(per_node(centres_all.p), per_node(centres_all.p_comp), s * r)
-        + _log_ratio(parts, log_prefix, factor, alpha_, small)
+        + alpha_ * tilt
+        + _log_ratio(parts, log_prefix, log_factor, alpha_, small)
         - 0.5 * np.log(2.0 * np.pi)
     )
-    return shift_hi, log_w + jnp.where(parts.x > 0, tilted, direct), t
+    return shift_hi, log_w + jnp.where(parts.x > 0, tilted, direct)
 
 
 def log_a_minus_one(q, sigma, alpha, pieces, modes, cfg):
@@ -213,7 +219,7 @@ def log_a_minus_one(q, sigma, alpha, pieces, modes, cfg):
     Returns:
       float32 array of shape ``S``.
     """
-    shift_hi, values, _ = _log_terms(q, sigma, alpha, pieces, modes, cfg)
+    shift_hi, values = _log_terms(q, sigma, alpha, pieces, modes, cfg)
     shift = jnp.max(values, axis=-1)
     shift = jax.lax.stop_gradient(jnp.where(jnp.isfinite(shift), shift, 0.0))
     total = jnp.sum(jnp.exp(values - shift[..., None]), axis=-1)
