@@ -189,7 +189,7 @@ def _shared_log_a_minus_one(
     base = log_w + _logmath.log_normal_pdf(t)
     radius = cfg.series_radius
     assert radius <= 0.5 / SHARED_MAX_ORDER
-    small = jnp.abs(parts.x) <= radius
+    small = parts.log_abs_x <= np.log(radius)  # exact even where x is capped
     xs = jnp.where(small, parts.x, 0.0)
     # log of g's prefactor: C(α,2)·x² on series nodes (C(α,2) added per order), 1 + x else.
     log_pre = base + jnp.where(small, 2.0 * parts.log_abs_x, parts.log1p_x)

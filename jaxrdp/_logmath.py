@@ -55,6 +55,14 @@ def node_parts(v, q, log_q) -> NodeParts:
     return NodeParts(x, log1p_x, x_over_1px, log_abs_x)
 
 
+def series_branch(parts: NodeParts, alpha, series_radius: float):
+    """Where :func:`excess_factors` sums the series: ``|x| <= min(series_radius, 0.5/alpha)``.
+
+    Decided on ``log|x|``, which stays exact where ``x`` itself is capped.
+    """
+    return parts.log_abs_x <= jnp.log(jnp.minimum(series_radius, 0.5 / alpha))
+
+
 def excess_factors(parts: NodeParts, alpha, *, series_terms: int, series_radius: float):
     """``(log_prefix, factor)`` with ``(1 + x)**alpha − 1 − alpha·x = exp(log_prefix)·factor``.
 
@@ -81,8 +89,7 @@ def excess_factors(parts: NodeParts, alpha, *, series_terms: int, series_radius:
     """
     x = parts.x
     beta = alpha - 1.0
-    x_c = jnp.minimum(series_radius, 0.5 / alpha)
-    small = jnp.abs(x) <= x_c
+    small = series_branch(parts, alpha, series_radius)
 
     # Series: g = C(alpha, 2) x^2 [1 + r_2 x (1 + r_3 x (1 + ...))],
     # r_j = (alpha - j) / (j + 1) = C(alpha, j + 1) / C(alpha, j).

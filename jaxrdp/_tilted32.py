@@ -189,7 +189,7 @@ def _log_terms(q, sigma, alpha, pieces, modes, cfg):
     log_prefix, factor = _logmath.excess_factors(
         parts, alpha_, series_terms=cfg.series_terms, series_radius=cfg.series_radius
     )
-    small = jnp.abs(parts.x) <= jnp.minimum(cfg.series_radius, 0.5 / alpha_)
+    small = _logmath.series_branch(parts, alpha_, cfg.series_radius)
     log_factor = _log_positive(factor)
     direct = _logmath.log_normal_pdf(t) + log_prefix + log_factor - ex(shift_hi)
 

@@ -120,6 +120,24 @@ def _log_a_orders(q, sigma, plan: _grid.OrderPlan):
     return _assemble(log_am1, q[..., None], sigma[..., None], alpha)
 
 
+def _representable_inputs(q, sigma):
+    """``q`` and ``σ`` moved, in the sound direction, to where the dtype can compute them.
+
+    A positive subnormal ``q`` would be flushed to 0 by the CPU (giving RDP 0); it is
+    raised to the smallest normal number, and RDP only grows with ``q``. A finite ``σ``
+    beyond ``0.1/√tiny`` would underflow ``1/σ²``; it is lowered to that cap, and RDP only
+    grows as ``σ`` falls (the value there is already below the dtype's tiny).
+    """
+    info = jnp.finfo(q.dtype)
+    int_type = jnp.int32 if q.dtype == jnp.float32 else jnp.int64
+    bits = jax.lax.bitcast_convert_type(q, int_type)
+    smallest_normal = jax.lax.bitcast_convert_type(jnp.asarray(info.tiny, q.dtype), int_type)
+    q = jnp.where((bits > 0) & (bits < smallest_normal), jnp.asarray(info.tiny, q.dtype), q)
+    cap = 0.1 / np.sqrt(float(info.tiny))
+    sigma = jnp.where(jnp.isfinite(sigma), jnp.minimum(sigma, cap), sigma)
+    return q, sigma
+
+
 def _rdp_from_log_a(value, q, sigma, alpha):
     above_one = alpha > 1
     safe_denominator = jnp.where(above_one & jnp.isfinite(alpha), alpha - 1.0, 1.0)
@@ -132,24 +150,28 @@ def _rdp_from_log_a(value, q, sigma, alpha):
 @jax.jit
 def _log_a_jit(q, sigma, alpha):
     q, sigma, alpha = jnp.broadcast_arrays(q, sigma, alpha)
+    q, sigma = _representable_inputs(q, sigma)
     return _log_a_elementwise(q, sigma, alpha)
 
 
 @jax.jit
 def _rdp_jit(q, sigma, alpha):
     q, sigma, alpha = jnp.broadcast_arrays(q, sigma, alpha)
+    q, sigma = _representable_inputs(q, sigma)
     return _rdp_from_log_a(_log_a_elementwise(q, sigma, alpha), q, sigma, alpha)
 
 
 @functools.partial(jax.jit, static_argnames="plan")
 def _log_a_orders_jit(q, sigma, plan):
     q, sigma = jnp.broadcast_arrays(q, sigma)
+    q, sigma = _representable_inputs(q, sigma)
     return _log_a_orders(q, sigma, plan)
 
 
 @functools.partial(jax.jit, static_argnames="plan")
 def _rdp_orders_jit(q, sigma, plan):
     q, sigma = jnp.broadcast_arrays(q, sigma)
+    q, sigma = _representable_inputs(q, sigma)
     alpha = jnp.asarray(plan.orders, q.dtype)
     value = _log_a_orders(q, sigma, plan)
     return _rdp_from_log_a(value, q[..., None], sigma[..., None], alpha)

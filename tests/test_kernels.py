@@ -391,6 +391,22 @@ def test_float32_hard_cell_against_mpmath():
     assert ref <= got <= ref * (1 + 1e-4)
 
 
+def test_float32_extreme_inputs_stay_sound():
+    # A subnormal q would be flushed to 0 by the CPU (RDP 0, optimistic); σ = 1e30 would
+    # underflow 1/σ² (NaN); q·e^{v} beyond float32's range once fooled the series test.
+    q = np.float32([1e-40, 1e-40, 0.5, 1e-5, 1e-30, 1e-30])
+    sigma = np.float32([0.2, 1.0, 1e30, 1e19, 0.2, 0.5])
+    alpha = np.float32([4096.0, 2.0, 64.0, 8.0, 4096.0, 1.5])
+    f32 = np.asarray(jax.jit(jaxrdp.log_a)(jnp.asarray(q), jnp.asarray(sigma), jnp.asarray(alpha)))
+    f64 = np.asarray(jaxrdp.log_a(q.astype(np.float64), sigma.astype(np.float64), alpha.astype(np.float64)))
+    assert np.all(np.isfinite(f32)) and np.all(f32 >= 0)
+    assert f64[0] > 1e8 and f32[0] >= f64[0]
+    above_tiny = f64 > np.finfo(np.float32).tiny
+    assert np.all(f32[above_tiny] >= f64[above_tiny])
+    normal = above_tiny & (q >= np.finfo(np.float32).tiny)
+    assert normal.sum() == 1 and np.all(f32[normal] <= f64[normal] * (1 + 1e-4))
+
+
 def test_float32_gradients_match_float64():
     grad32 = jax.jit(jax.grad(jaxrdp.rdp, argnums=(0, 1)))
     for q, sigma, alpha in [(0.01, 1.1, 32.0), (1e-3, 8.6, 1024.0), (0.3, 0.5, 2.5), (0.9, 3.0, 100.0), (6.4e-7, 11.1, 3153.0)]:
