@@ -174,8 +174,7 @@ def _shared_log_a_minus_one(
     nodes, weights = _logmath.gauss_legendre(n_nodes)
     half = 0.5 * (right - left)
     t = (0.5 * (right + left))[..., None] + half[..., None] * nodes  # (C, P, n)
-    safe_half = jnp.where(half > 0, half, 1.0)
-    log_w = jnp.where(half > 0, jnp.log(safe_half), -jnp.inf)[..., None] + np.log(weights)
+    log_w = _logmath.log_positive(half)[..., None] + np.log(weights)
     t = t.reshape(t.shape[0], -1)
     log_w = log_w.reshape(t.shape)
 

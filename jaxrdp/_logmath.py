@@ -29,6 +29,12 @@ def gauss_legendre(n: int) -> tuple[np.ndarray, np.ndarray]:
     return nodes, weights
 
 
+def log_positive(v):
+    """``log v`` where ``v > 0``, and ``−inf`` (with zero gradient) where ``v <= 0``."""
+    positive = v > 0
+    return jnp.where(positive, jnp.log(jnp.where(positive, v, 1.0)), -jnp.inf)
+
+
 def log_expm1(y):
     """``log(exp(y) - 1)`` for ``y > 0``, accurate for tiny and huge ``y`` alike."""
     return y + jnp.log(-jnp.expm1(-y))

@@ -214,8 +214,7 @@ def log_a_minus_one(q, sigma, alpha, cfg: QuadratureConfig):
     for lo, hi in windows:
         half = 0.5 * (hi - lo)[..., None]
         t_parts.append(0.5 * (hi + lo)[..., None] + half * nodes)
-        safe_half = jnp.where(half > 0, half, 1.0)
-        log_w_parts.append(jnp.where(half > 0, jnp.log(safe_half) + log_weights, -jnp.inf))
+        log_w_parts.append(_logmath.log_positive(half) + log_weights)
     t = jnp.concatenate(t_parts, axis=-1)
     log_w = jnp.concatenate(log_w_parts, axis=-1)
 

@@ -135,12 +135,6 @@ def _tilt(p, p_comp, log_p, log_p_comp, y):
     return jnp.where(moderate, near, far)
 
 
-def _log_positive(v):
-    """``log v``, and ``−inf`` (with zero gradient) where rounding made ``v <= 0``."""
-    positive = v > 0
-    return jnp.where(positive, jnp.log(jnp.where(positive, v, 1.0)), -jnp.inf)
-
-
 def _log_ratio(parts: _logmath.NodeParts, log_prefix, log_factor, alpha, small):
     """``log ρ = log(g(x) / (1 + x)^α) ≤ 0`` for ``x > 0``; arbitrary finite elsewhere.
 
@@ -179,8 +173,7 @@ def _log_terms(q, sigma, alpha, pieces, modes, cfg):
     spread = lambda v: jnp.repeat(v, n, axis=-1)  # noqa: E731  S + (6,) → S + (6n,)
     r = spread(lo - centre_of_piece) + spread(half) * jnp.tile(nodes, len(pieces))
     t = per_node(centres_t) + r
-    log_w = jnp.where(half > 0, jnp.log(jnp.where(half > 0, half, 1.0)), -jnp.inf)
-    log_w = spread(log_w) + jnp.tile(log_weights, len(pieces))
+    log_w = spread(_logmath.log_positive(half)) + jnp.tile(log_weights, len(pieces))
 
     ex = lambda v: v[..., None]  # noqa: E731
     s = ex(1.0 / sigma)
@@ -190,7 +183,7 @@ def _log_terms(q, sigma, alpha, pieces, modes, cfg):
         parts, alpha_, series_terms=cfg.series_terms, series_radius=cfg.series_radius
     )
     small = _logmath.series_branch(parts, alpha_, cfg.series_radius)
-    log_factor = _log_positive(factor)
+    log_factor = _logmath.log_positive(factor)
     direct = _logmath.log_normal_pdf(t) + log_prefix + log_factor - ex(shift_hi)
 
     offset = (centres_all.value_hi - ex(shift_hi)) + centres_all.value_lo
