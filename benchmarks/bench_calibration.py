@@ -27,9 +27,9 @@ import time
 import jax
 import numpy as np
 
+from _common import INT_ORDERS, best_of
 from jaxrdp import conversions, kernels, sweep
 
-INT_ORDERS = np.array(list(range(2, 64)) + [128, 256, 512, 1024], dtype=np.float64)
 
 
 def _targets(n, seed=0):
@@ -40,15 +40,6 @@ def _targets(n, seed=0):
     q = 10 ** rng.uniform(-4, math.log10(0.2), n)
     steps = np.round(10 ** rng.uniform(1, 5, n))
     return eps, delta, q, steps
-
-
-def _best_of(fn, repeats):
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        jax.block_until_ready(fn())
-        times.append(time.perf_counter() - start)
-    return min(times)
 
 
 def _dp_accounting_sigma(eps, delta, q, steps, orders, sigma_hint):
@@ -77,7 +68,7 @@ def _where_the_time_goes(eps, delta, q, steps, orders, t_total):
             lambda q, s, t, d: sweep._epsilon(sweep._scaled(t, sweep._curve(q, s, cfg)), d, cfg)
         )
         jax.block_until_ready(one(args[2], sigma, args[3], args[1]))
-        t_eval = _best_of(lambda: one(args[2], sigma, args[3], args[1]), 3)
+        t_eval = best_of(lambda: one(args[2], sigma, args[3], args[1]), 3)
     ev = np.asarray(evaluations)
     counts = np.bincount(ev)
     hist = ", ".join(f"{k}: {c}" for k, c in enumerate(counts) if c)
@@ -97,7 +88,7 @@ def _run(n, sample, repeats, orders):
     start = time.perf_counter()
     result = jax.block_until_ready(call())
     t_first = time.perf_counter() - start
-    t_ours = _best_of(call, repeats)
+    t_ours = best_of(call, repeats)
     sigma = np.asarray(result.value)
     status = np.asarray(result.status)
     assert np.all(status == sweep.Status.OK), np.bincount(status)
@@ -169,7 +160,7 @@ def _default_orders(repeats, m=2000, sample=5):
     start = time.perf_counter()
     sigma = np.asarray(jax.block_until_ready(call()).value)
     t_first = time.perf_counter() - start
-    t_ours = _best_of(call, max(1, repeats - 1)) / m
+    t_ours = best_of(call, max(1, repeats - 1)) / m
     pick = np.random.default_rng(3).choice(m, size=sample, replace=False)
     start = time.perf_counter()
     theirs = np.array([

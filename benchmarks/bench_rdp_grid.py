@@ -23,27 +23,13 @@ import jax
 import numpy as np
 
 import jaxrdp
-
-DP_ORDERS = np.array(
-    [1 + x / 10.0 for x in range(1, 100)] + list(range(11, 64)) + [128, 256, 512, 1024],
-    dtype=np.float64,
-)
-
+from _common import DP_ORDERS, best_of
 
 def _grid(n):
     q = np.geomspace(1e-4, 0.1, n)
     sigma = np.linspace(0.8, 10.0, n)
     qq, ss = np.meshgrid(q, sigma, indexing="ij")
     return qq.ravel(), ss.ravel()
-
-
-def _best_of(fn, repeats):
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        jax.block_until_ready(fn())
-        times.append(time.perf_counter() - start)
-    return min(times)
 
 
 def main() -> None:
@@ -78,7 +64,7 @@ def main() -> None:
     start = time.perf_counter()
     ours = np.asarray(jax.block_until_ready(run()))
     t_first = time.perf_counter() - start
-    t_ours = _best_of(run, args.repeats) / q.size
+    t_ours = best_of(run, args.repeats) / q.size
 
     # Correctness on the shared cells.
     mine = ours[pick]
@@ -115,7 +101,7 @@ def main() -> None:
         start = time.perf_counter()
         got = np.asarray(jax.block_until_ready(kernel(q32, s32, o32)), np.float64)
         t_first = time.perf_counter() - start
-        t32 = _best_of(lambda: kernel(q32, s32, o32), args.repeats) / q.size
+        t32 = best_of(lambda: kernel(q32, s32, o32), args.repeats) / q.size
         # float64 at the same float32-rounded inputs is the reference.
         ref = np.asarray(jaxrdp.rdp(np.asarray(q32, np.float64), np.asarray(s32, np.float64),
                                     np.asarray(o32, np.float64)))
@@ -132,7 +118,7 @@ def main() -> None:
         start = time.perf_counter()
         jax.block_until_ready(run())
         t_first = time.perf_counter() - start
-        t = _best_of(run, 3)
+        t = best_of(run, 3)
         print(f"{n}×{n} grid × {len(DP_ORDERS)} orders, float64 on {jax.devices()[0]}: "
               f"{t:.3f} s (first call {t_first:.2f} s)")
 

@@ -24,25 +24,17 @@ import jax
 import numpy as np
 
 import jaxrdp
+from _common import DP_ORDERS, INT_ORDERS, best_of
 from jaxrdp import sweep
 
-DP_ORDERS = np.array(
-    [1 + x / 10.0 for x in range(1, 100)] + list(range(11, 64)) + [128, 256, 512, 1024],
-    dtype=np.float64,
-)
-INT_ORDERS = np.array(list(range(2, 64)) + [128, 256, 512, 1024], dtype=np.float64)
 
 
 def _timed(fn, repeats):
+    """``(result, best time of repeats, time of the first call incl. compilation)``."""
     start = time.perf_counter()
     out = jax.block_until_ready(fn())
     first = time.perf_counter() - start
-    best = np.inf
-    for _ in range(repeats):
-        start = time.perf_counter()
-        out = jax.block_until_ready(fn())
-        best = min(best, time.perf_counter() - start)
-    return out, best, first
+    return out, best_of(fn, repeats), first
 
 
 def _dp_epsilon(q, sigma, steps, delta, orders):
