@@ -309,6 +309,24 @@ def _warn_if_at_edge(at_edge, orders, what: str) -> None:
 # --------------------------------------------------------------------------- public: curves
 
 
+def _convert_curve(rdp, orders, target, target_name, method, kind):
+    """An RDP curve converted to ``kind`` ("epsilon" or "delta") at ``target`` (the other
+    of the two, named ``target_name``): checks, precision rule, core and edge warning."""
+    _check_method(method)
+    _check_shapes(np.shape(rdp), np.shape(orders), target_name, np.shape(target))
+    _validate.check_range("rdp", rdp, low=0.0)
+    _check_orders(orders)
+    _validate.check_range(target_name, target, low=0.0, high=1.0 if target_name == "delta" else None)
+    core = _epsilon_core if kind == "epsilon" else _delta_core
+    dtype, ctx = _precision.compute_context(rdp, orders, target)
+    with ctx:
+        result, _ = core(
+            jnp.asarray(rdp, dtype), jnp.asarray(orders, dtype), jnp.asarray(target, dtype), method
+        )
+    _warn_if_at_edge(result.at_edge, orders, kind)
+    return result
+
+
 def epsilon_from_rdp(rdp, orders, delta, *, method: str = "improved", return_info: bool = False):
     """Convert an RDP curve to the smallest ε over the orders at a given δ.
 
@@ -345,17 +363,7 @@ def epsilon_from_rdp(rdp, orders, delta, *, method: str = "improved", return_inf
       Proposition 12; Balle, Barthe, Gaboardi, Hsu, Sato (2020), "Hypothesis Testing
       Interpretations and Rényi Differential Privacy", Theorem 21 (``"improved"``).
     """
-    _check_method(method)
-    _check_shapes(np.shape(rdp), np.shape(orders), "delta", np.shape(delta))
-    _validate.check_range("rdp", rdp, low=0.0)
-    _check_orders(orders)
-    _validate.check_range("delta", delta, low=0.0, high=1.0)
-    dtype, ctx = _precision.compute_context(rdp, orders, delta)
-    with ctx:
-        result, _ = _epsilon_core(
-            jnp.asarray(rdp, dtype), jnp.asarray(orders, dtype), jnp.asarray(delta, dtype), method
-        )
-    _warn_if_at_edge(result.at_edge, orders, "epsilon")
+    result = _convert_curve(rdp, orders, delta, "delta", method, "epsilon")
     return result if return_info else (result.epsilon, result.order)
 
 
@@ -386,17 +394,7 @@ def delta_from_rdp(rdp, orders, epsilon, *, method: str = "improved", return_inf
     References:
       Mironov (2017), Proposition 3; Canonne, Kamath, Steinke (2020), Proposition 12.
     """
-    _check_method(method)
-    _check_shapes(np.shape(rdp), np.shape(orders), "epsilon", np.shape(epsilon))
-    _validate.check_range("rdp", rdp, low=0.0)
-    _check_orders(orders)
-    _validate.check_range("epsilon", epsilon, low=0.0)
-    dtype, ctx = _precision.compute_context(rdp, orders, epsilon)
-    with ctx:
-        result, _ = _delta_core(
-            jnp.asarray(rdp, dtype), jnp.asarray(orders, dtype), jnp.asarray(epsilon, dtype), method
-        )
-    _warn_if_at_edge(result.at_edge, orders, "delta")
+    result = _convert_curve(rdp, orders, epsilon, "epsilon", method, "delta")
     return result if return_info else (result.delta, result.order)
 
 
