@@ -10,8 +10,9 @@ their arguments, run under ``jax.jit``, ``jax.vmap`` and ``jax.grad``, and compi
 input shape. Integer and fractional orders go through the same exact computation; no
 series is truncated and nothing is bounded by dropping signs.
 
-Speed: when ``alpha`` is a concrete vector of at least 8 orders on the last axis (the
-usual accounting call ``rdp(q[..., None], sigma[..., None], orders)``), a fast path shares
+Speed: when ``alpha`` is a concrete vector of at least 8 orders on the last axis, the same
+for every cell (the usual accounting call ``rdp(q[..., None], sigma[..., None], orders)``,
+orders shaped ``(K,)``, ``(1, K)`` or ``(1, …, 1, K)``), a fast path shares
 work across orders in float64 (exact binomial sums for integer orders, one set of
 quadrature nodes per cell for fractional orders up to 12); it compiles once per shape and
 order vector. Everything else compiles once per shape.
@@ -185,19 +186,22 @@ _MIN_ORDERS_FOR_FAST_PATH = 8
 def _orders_plan(q, sigma, alpha, dtype):
     """An :class:`_grid.OrderPlan` when the fast path applies, else None.
 
-    It applies in float64 when ``alpha`` is a concrete 1-D vector of at least
-    ``_MIN_ORDERS_FOR_FAST_PATH`` orders that broadcasts along a trailing axis of size 1
-    (or absent) in ``q`` and ``sigma``.
+    It applies in float64 when ``alpha`` is a concrete array of at least
+    ``_MIN_ORDERS_FOR_FAST_PATH`` orders on its last axis, all its other axes of size 1
+    (``(K,)``, ``(1, K)``, ``(1, …, 1, K)``, a list, a concrete JAX array), and the last
+    axis of ``q`` and ``sigma`` (if any) is of size 1: the same orders for every cell.
     """
     if dtype != jnp.float64 or isinstance(alpha, jax.core.Tracer):
         return None
     alpha_np = np.asarray(alpha, dtype=np.float64)
-    if alpha_np.ndim != 1 or alpha_np.size < _MIN_ORDERS_FOR_FAST_PATH:
+    if alpha_np.ndim == 0 or alpha_np.shape[-1] < _MIN_ORDERS_FOR_FAST_PATH:
+        return None
+    if any(d != 1 for d in alpha_np.shape[:-1]):
         return None
     cell_shape = np.broadcast_shapes(np.shape(q), np.shape(sigma))
     if cell_shape and cell_shape[-1] != 1:
         return None
-    return _plan(tuple(alpha_np.tolist()))
+    return _plan(tuple(alpha_np.reshape(-1).tolist()))
 
 
 @functools.lru_cache(maxsize=32)
@@ -214,10 +218,11 @@ def _dispatch(elementwise, orders_kernel, q, sigma, alpha, *, alpha_low_inclusiv
         q, sigma = (jnp.asarray(v, dtype) for v in (q, sigma))
         plan = _orders_plan(q, sigma, alpha, dtype)
         if plan is not None:
-            full = jnp.broadcast_shapes(q.shape, sigma.shape)
-            q, sigma = (jnp.broadcast_to(v, full) for v in (q, sigma))
-            if full:  # drop the trailing axis of size 1 that the orders broadcast along
-                q, sigma = q[..., 0], sigma[..., 0]
+            # Cells: the broadcast shape without the orders' axis, along which q and σ
+            # have size 1 (or which they lack).
+            full = jnp.broadcast_shapes(q.shape, sigma.shape, np.shape(alpha))
+            cells = full[:-1] + (1,)
+            q, sigma = (jnp.broadcast_to(v, cells)[..., 0] for v in (q, sigma))
             return orders_kernel(q, sigma, plan)
         return elementwise(q, sigma, jnp.asarray(alpha, dtype))
 

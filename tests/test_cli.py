@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import os
 import subprocess
 import sys
 
@@ -15,6 +16,13 @@ import jaxrdp
 from jaxrdp import cli, sweep
 
 RUN = ["--dataset-size", "60000", "--batch-size", "256", "--epochs", "15"]
+
+
+@pytest.fixture(autouse=True)
+def _no_persistent_cache_in_process(monkeypatch):
+    # cli.main() run in this process would otherwise switch JAX's persistent cache on for
+    # the rest of the test session; the cache itself is tested in subprocesses below.
+    monkeypatch.setenv(cli.NO_CACHE_VARIABLE, "1")
 
 
 def _json(capsys, argv):
@@ -141,3 +149,29 @@ def test_parse_range_forms():
     np.testing.assert_allclose(cli.parse_range("0.5,2"), [0.5, 2])
     with pytest.raises(cli.UsageError):
         cli.parse_range("1:2")
+
+
+def _run_cli(env_updates, tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("JAX_COMPILATION")}
+    env.pop(cli.NO_CACHE_VARIABLE, None)
+    env.update({"XDG_CACHE_HOME": str(tmp_path / "cache"), **env_updates})
+    argv = [sys.executable, "-m", "jaxrdp", "rdp", "--q", "0.01", "--sigma", "1.1", "--json"]
+    out = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+def test_command_line_fills_a_persistent_compilation_cache(tmp_path):
+    first = _run_cli({}, tmp_path)
+    cache = tmp_path / "cache" / "jaxrdp" / "xla"
+    assert cache.is_dir() and any(cache.iterdir())
+    assert _run_cli({}, tmp_path) == first  # read back from the cache: same answer
+
+
+def test_command_line_cache_respects_opt_out_and_jax_settings(tmp_path):
+    _run_cli({cli.NO_CACHE_VARIABLE: "1"}, tmp_path)
+    assert not (tmp_path / "cache" / "jaxrdp").exists()
+    own = tmp_path / "own"
+    _run_cli({"JAX_COMPILATION_CACHE_DIR": str(own)}, tmp_path)
+    assert not (tmp_path / "cache" / "jaxrdp").exists()
+    assert own.is_dir() and any(own.iterdir())

@@ -480,3 +480,39 @@ def test_default_orders_are_documented_superset_of_dp_accounting():
     assert set(np.round(DP_ACCOUNTING_ORDERS, 10)) <= set(np.round(orders, 10))
     assert not orders.flags.writeable
     assert math.isclose(orders[0], 1.01)
+
+
+@pytest.mark.parametrize(
+    "layout",
+    [
+        lambda o: o,
+        lambda o: o[None, :],
+        lambda o: o[None, None, :],
+        lambda o: list(o),
+    ],
+    ids=["(K,)", "(1,K)", "(1,1,K)", "list"],
+)
+def test_every_shared_order_layout_takes_the_fast_path(layout):
+    # The fast path and the elementwise path differ by ~1e-13 relative, so bitwise
+    # equality with the 1-D call shows that the layout reached the same (fast) path.
+    orders = np.asarray(kernels.DEFAULT_ORDERS)
+    q = np.geomspace(1e-4, 0.1, 5)[:, None]
+    sigma = np.geomspace(0.5, 10, 5)[:, None]
+    expected = np.asarray(jaxrdp.rdp(q, sigma, orders))
+    alpha = layout(orders)
+    assert kernels._orders_plan(q, sigma, alpha, jnp.float64) is not None
+    got = np.asarray(jaxrdp.rdp(q, sigma, alpha))
+    assert got.shape == np.broadcast_shapes(q.shape, np.shape(alpha))
+    np.testing.assert_array_equal(got.reshape(expected.shape), expected)
+    elementwise = np.asarray(jaxrdp.rdp(q[..., None], sigma[..., None], orders[:, None]))[..., 0]
+    np.testing.assert_allclose(expected, elementwise, rtol=1e-12)
+
+
+def test_orders_differing_per_cell_keep_the_elementwise_path():
+    orders = np.stack([kernels.DEFAULT_ORDERS, kernels.DEFAULT_ORDERS + 0.5])
+    q = np.array([[1e-3], [1e-2]])
+    assert kernels._orders_plan(q, 1.1, orders, jnp.float64) is None
+    got = np.asarray(jaxrdp.rdp(q, 1.1, orders))
+    ref0 = np.asarray(jaxrdp.rdp(1e-3, 1.1, kernels.DEFAULT_ORDERS))
+    ref1 = np.asarray(jaxrdp.rdp(1e-2, 1.1, kernels.DEFAULT_ORDERS + 0.5))
+    np.testing.assert_allclose(got, np.stack([ref0, ref1]), rtol=1e-12)
