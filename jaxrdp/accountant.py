@@ -55,10 +55,17 @@ __all__ = [
 
 
 class RdpState(NamedTuple):
-    """Accumulated Rényi-DP curve (a JAX pytree).
+    """Accumulated Rényi-DP curve (a JAX pytree whose orders are static).
+
+    The orders are static data of the pytree, not leaves: a state passed into ``jax.jit``
+    or carried through ``lax.scan`` keeps them as concrete float64 NumPy values, so the
+    kernels take their fast path (shared work across orders) inside the user's graph, and
+    a state with other orders compiles its own program. Only ``rdp`` and ``residual`` are
+    leaves. (A state built by hand with traced orders keeps them as a leaf instead.)
 
     Attributes:
-      orders: Rényi orders ``α > 1``, shape ``(K,)``.
+      orders: Rényi orders ``α > 1``, shape ``(K,)`` (float64 NumPy in states made by
+        :func:`init`).
       rdp: accumulated RDP at each order, shape ``(K,)``.
       residual: low-order part of the sum, shape ``(K,)``; the accumulated RDP is
         ``rdp + residual`` with ``|residual| ≤ ulp(rdp) / 2`` (double-word summation). Build
@@ -69,6 +76,28 @@ class RdpState(NamedTuple):
     orders: jax.Array
     rdp: jax.Array
     residual: jax.Array | None = None
+
+
+def _flatten_state(state: RdpState):
+    orders = state.orders
+    if isinstance(orders, jax.core.Tracer):
+        return (orders, state.rdp, state.residual), None
+    return (state.rdp, state.residual), tuple(np.asarray(orders, np.float64).tolist())
+
+
+def _unflatten_state(static_orders, leaves) -> RdpState:
+    if static_orders is None:
+        return RdpState(*leaves)
+    return RdpState(_frozen_orders(static_orders), *leaves)
+
+
+def _frozen_orders(orders) -> np.ndarray:
+    out = np.array(orders, dtype=np.float64)
+    out.setflags(write=False)
+    return out
+
+
+jax.tree_util.register_pytree_node(RdpState, _flatten_state, _unflatten_state)
 
 
 def _total(state: RdpState):
@@ -113,8 +142,9 @@ def init(orders=None, dtype=None) -> RdpState:
         raise ValueError(f"dtype must be a floating dtype; got dtype={dtype}")
     ctx = jax.enable_x64(True) if dtype == jnp.float64 else contextlib.nullcontext()
     with ctx:
-        o = jnp.asarray(orders, dtype)
-        return RdpState(o, jnp.zeros_like(o), jnp.zeros_like(o))
+        o = _frozen_orders(np.asarray(orders, dtype=np.float64))
+        zeros = jnp.zeros(o.shape, dtype)
+        return RdpState(o, zeros, jnp.zeros_like(zeros))
 
 
 def _accumulate(state: RdpState, increment) -> RdpState:
@@ -215,7 +245,7 @@ def compose_zcdp(state: RdpState, rho, xi=0.0) -> RdpState:
     with _x64_scope(state, rho, xi):
         rho_ = jnp.asarray(rho, dtype)
         xi_ = jnp.asarray(xi, dtype)
-        orders = state.orders
+        orders = jnp.asarray(state.orders, dtype)
         linear = jnp.where(rho_ == 0, jnp.zeros_like(orders), rho_ * orders)
         increment = xi_ + linear
         # Outward rounding: the float sum may be below ξ + ρα by ~1.5 ulp.

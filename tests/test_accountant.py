@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import jaxrdp
-from jaxrdp import accountant, conversions
+from jaxrdp import accountant, conversions, kernels
 
 dpa = pytest.importorskip("dp_accounting")
 
@@ -64,7 +64,7 @@ def test_dp_sgd_scan_float32_in_graph_budget():
     # The step that was refused would have exceeded the budget.
     assert float(trace[taken]) > budget
     # Host float64 reference at the same (float32-rounded) orders, and at the exact ones.
-    orders32 = np.asarray(state.orders, dtype=np.float64)
+    orders32 = np.asarray(state.orders, np.float32).astype(np.float64)
     eps64, _ = conversions.epsilon(q, sigma, taken, delta, orders=orders32)
     eps64_exact_orders, _ = conversions.epsilon(q, sigma, taken, delta)
     for ref in (float(eps64), float(eps64_exact_orders)):
@@ -278,3 +278,25 @@ def test_zcdp_and_gaussian_closed_forms():
         5 * a / 32 + math.log1p(-1 / a) - math.log(delta * a) / (a - 1) for a in INT_ORDERS
     )
     assert rel(acc.get_epsilon(delta), by_hand) < 1e-13
+
+
+def test_state_orders_are_static_so_jit_takes_the_fast_path():
+    seen = []
+
+    def step(state, q, sigma):
+        seen.append(type(state.orders))
+        return accountant.compose(state, q, sigma)
+
+    with jax.enable_x64(True):
+        state = accountant.init(dtype=jnp.float64)
+        assert len(jax.tree_util.tree_leaves(state)) == 2  # rdp and residual only
+        jitted = jax.jit(step)(state, 0.01, 1.1)
+        eager = accountant.compose(state, 0.01, 1.1)
+        q = jnp.full(state.orders.shape, 0.01)
+        elementwise = kernels.rdp(q, jnp.full_like(q, 1.1), jnp.asarray(state.orders))
+    assert seen == [np.ndarray]
+    np.testing.assert_array_equal(jitted.orders, kernels.DEFAULT_ORDERS)
+    # Fast and elementwise paths differ by ~1e-14; jit reproduces the eager fast path.
+    np.testing.assert_allclose(jitted.rdp, eager.rdp, rtol=1e-15, atol=0)
+    assert np.max(np.abs(np.asarray(elementwise) / np.asarray(eager.rdp) - 1)) > 1e-15
+    np.testing.assert_allclose(elementwise, eager.rdp, rtol=1e-12)
