@@ -285,6 +285,8 @@ def log_a_minus_one(q, sigma, plan: OrderPlan):
     q = q.reshape(-1)
     sigma = sigma.reshape(-1)
     n = q.shape[0]
+    if n == 0:
+        return jnp.zeros(shape + (len(plan.orders),), q.dtype)
     if n <= _CELLS_PER_CHUNK:
         out = _chunk_log_a_minus_one(q, sigma, plan)
     else:

@@ -516,3 +516,11 @@ def test_orders_differing_per_cell_keep_the_elementwise_path():
     ref0 = np.asarray(jaxrdp.rdp(1e-3, 1.1, kernels.DEFAULT_ORDERS))
     ref1 = np.asarray(jaxrdp.rdp(1e-2, 1.1, kernels.DEFAULT_ORDERS + 0.5))
     np.testing.assert_allclose(got, np.stack([ref0, ref1]), rtol=1e-12)
+
+
+def test_empty_grids_give_empty_results():
+    orders = kernels.DEFAULT_ORDERS
+    assert jaxrdp.rdp(np.zeros((0, 1)), 1.0, orders).shape == (0, orders.size)
+    assert jaxrdp.log_a(np.zeros((0,)), 1.0, 3.0).shape == (0,)
+    eps, order = jaxrdp.epsilon(np.zeros((0,)), 1.0, 10, 1e-5)
+    assert eps.shape == order.shape == (0,)
