@@ -771,6 +771,14 @@ def steps_remaining(
     fixed-size batches pass ``jaxrdp.wor.rdp(...)`` to :func:`steps_remaining_rdp`. A loop
     stops exactly on the budget: take a step while this is ``≥ 1``.
 
+    Args:
+      state: the current :class:`RdpState`.
+      target_epsilon: ε budget ``≥ 0``.
+      target_delta: δ in ``(0, 1]``.
+      q: sampling rate of the next steps, in ``[0, 1]``.
+      sigma: their noise multiplier ``σ ≥ 0``.
+      method: ``"improved"`` (default) or ``"classic"``.
+
     Returns:
       Integer-valued float (``0``: stop now; ``+inf``: unlimited; NaN: invalid input under
       ``jit``).

@@ -457,9 +457,22 @@ def rdp(sigma, orders, *, batch_size=None, dataset_size=None, q=None):
 def log_moment(sigma, orders, *, batch_size=None, dataset_size=None, q=None):
     """``(α − 1) ε'(α)``, the bound on the log-moment ``log A_α`` that :func:`rdp` divides.
 
-    Same arguments, shapes and conventions as :func:`rdp` (``+inf`` at ``α = ∞`` unless the
-    RDP is 0). At integer orders this is dp_accounting's
-    ``_compute_rdp_sample_wor_gaussian_int``; the fractional orders are its chord.
+    At integer orders this is dp_accounting's ``_compute_rdp_sample_wor_gaussian_int``;
+    fractional orders are its chord (see the module docstring).
+
+    Args:
+      sigma: noise multiplier over the replace-one sensitivity, as in :func:`rdp`.
+      orders: Rényi orders ``α > 1``, shape ``(K,)``.
+      batch_size: ``B``, a positive integer.
+      dataset_size: ``N ≥ B``, a positive integer.
+      q: instead of the sizes, ``B/N``.
+
+    Returns:
+      Array of shape ``S + (K,)``, ``≥ 0``; ``+inf`` at ``α = ∞`` unless the RDP is 0;
+      NaN for invalid lanes under ``jit``.
+
+    Raises:
+      ValueError: with concrete arguments, naming the invalid one.
     """
     gamma, max_order = _prepare(sigma, orders, batch_size, dataset_size, q)
     dtype, ctx = _precision.compute_context(gamma, sigma, orders)

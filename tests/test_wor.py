@@ -270,3 +270,17 @@ def test_steps_remaining_wor_and_edge_cases():
         accountant.steps_remaining(state, 1.0, 0.0, 0.01, 1.0)
     nan = jax.jit(accountant.steps_remaining)(accountant.init(), 1.0, -1e-5, 0.01, 1.0)
     assert np.isnan(nan)
+
+
+@pytest.mark.parametrize("name", wor.__all__)
+def test_public_names_documented(name):
+    import inspect
+
+    obj = getattr(wor, name)
+    if callable(obj):
+        doc = inspect.getdoc(obj)
+        assert doc and "Args:" in doc and "Returns:" in doc, name
+    else:
+        source = inspect.getsource(wor).splitlines()
+        line = next(i for i, text in enumerate(source) if text.startswith(f"{name} = "))
+        assert source[line - 1].startswith("#:"), name
