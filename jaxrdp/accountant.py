@@ -41,16 +41,21 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxrdp import _doublefloat, _precision, _validate, conversions, kernels
+from jaxrdp import wor as _wor
 
 __all__ = [
     "RdpAccountant",
     "RdpState",
     "compose",
     "compose_gaussian",
+    "compose_rdp_curve",
+    "compose_wor",
     "compose_zcdp",
     "get_delta",
     "get_epsilon",
     "init",
+    "steps_remaining",
+    "steps_remaining_rdp",
 ]
 
 
@@ -324,6 +329,7 @@ class _Flattened:
         self.segments: list[tuple[float, float, int]] = []  # (q, sigma, count)
         self.zcdp: list[tuple[float, float, int]] = []  # (rho, xi, count)
         self.non_private = False
+        self.wor: list[tuple[int, int, float, int]] = []  # (batch, dataset, sigma, count)
 
 
 def _gaussian_sigma(event, dp_event):
@@ -382,6 +388,9 @@ def _flatten(event, count: int, dp_event, out: _Flattened) -> None:
             )
         out.segments.append((float(event.sampling_probability), sigma, count))
         return
+    if isinstance(event, dp_event.SampledWithoutReplacementDpEvent):
+        _flatten_wor(event, count, dp_event, out)
+        return
     raise TypeError(
         f"Unsupported DpEvent type {name}: RdpAccountant supports GaussianDpEvent, "
         "PoissonSampledDpEvent(GaussianDpEvent), SelfComposedDpEvent, ComposedDpEvent, "
@@ -410,6 +419,7 @@ class RdpAccountant:
 
     def __init__(self, orders=None):
         self._state = init(orders, dtype=jnp.float64)
+        self._ledger = _Ledger()
 
     @property
     def state(self) -> RdpState:
@@ -448,7 +458,9 @@ class RdpAccountant:
         Raises:
           ValueError: naming an invalid argument.
         """
+        self._ledger.check_relation(_POISSON if float(q) < 1 else None)
         self._state = compose(self._state, float(q), float(sigma), steps)
+        self._ledger.record_sgm(float(q), float(sigma), steps)
         return self
 
     def compose(self, event_or_q, sigma=None, steps=1, *, count=None) -> "RdpAccountant":
@@ -493,6 +505,7 @@ class RdpAccountant:
         count = _check_count(count)
         flat = _Flattened()
         _flatten(event_or_q, count, dp_event, flat)  # raises before any state change
+        self._ledger.check_flattened(flat)
 
         state = self._state
         for q, s, n in flat.segments:
@@ -509,9 +522,16 @@ class RdpAccountant:
             for rho, xi, n in flat.zcdp:
                 if n:
                     state = compose_zcdp(state, n * rho, n * xi)
+            for batch, dataset, s_wor, n in flat.wor:
+                if n:
+                    per_step = _wor.rdp(
+                        s_wor, np.asarray(state.orders), batch_size=batch, dataset_size=dataset
+                    )
+                    state = _accumulate(state, _times(per_step, float(n)))
             if flat.non_private:
                 state = _accumulate(state, jnp.full_like(state.rdp, jnp.inf))
         self._state = state
+        self._ledger.record_event(event_or_q, count, flat)
         return self
 
     def get_epsilon_and_optimal_order(self, delta, *, method: str = "improved"):
@@ -532,5 +552,355 @@ class RdpAccountant:
         """δ at target ``epsilon`` (a Python float)."""
         return self.get_delta_and_optimal_order(epsilon, method=method)[0]
 
+    # ---------------------------------------------- fixed-size sampling and export
+
+    @property
+    def neighboring_relation(self) -> str | None:
+        """``"add_or_remove_one"`` (Poisson SGM composed), ``"replace_one"`` (fixed-size
+        batches composed) or ``None`` (only relation-free mechanisms so far). The two are
+        never mixed in one accountant: the resulting ε would be no statement at all."""
+        return self._ledger.relation
+
+    def compose_wor(
+        self, sigma, *, batch_size=None, dataset_size=None, q=None, steps=1
+    ) -> "RdpAccountant":
+        """Compose ``steps`` Gaussian steps on fixed-size batches drawn without replacement.
+
+        Replace-one neighbours; ``sigma`` is relative to the replace-one sensitivity
+        (``2C`` for clipped gradients): see :mod:`jaxrdp.wor`.
+
+        Returns:
+          ``self`` (for chaining).
+
+        Raises:
+          ValueError: naming an invalid argument, or when this accountant already holds
+            Poisson (add/remove-one) steps.
+        """
+        self._ledger.check_relation(_REPLACE)
+        gamma = _wor.sampling_ratio(batch_size, dataset_size, q)
+        self._state = compose_wor(
+            self._state, float(sigma), batch_size=batch_size, dataset_size=dataset_size,
+            q=q, steps=steps,
+        )
+        self._ledger.record_wor(batch_size, dataset_size, float(gamma), float(sigma), steps)
+        return self
+
+    def to_dp_event(self):
+        """What this accountant composed, as one dp_accounting ``DpEvent``.
+
+        Feed it to any dp_accounting accountant to cross-check (use
+        ``NeighborRel.REPLACE_ONE`` in its ``RdpAccountant`` when
+        :attr:`neighboring_relation` is ``"replace_one"``). SGM steps become
+        ``SelfComposedDpEvent(PoissonSampledDpEvent(q, GaussianDpEvent(σ)), steps)``
+        (``q = 1``: a Gaussian), fixed-size steps
+        ``SampledWithoutReplacementDpEvent(N, B, GaussianDpEvent(σ))``, composed events are
+        returned as given.
+
+        Returns:
+          A ``dp_accounting.dp_event.ComposedDpEvent`` (``NoOpDpEvent`` if nothing was
+          composed).
+
+        Raises:
+          ValueError: if fixed-size steps were composed from ``q`` alone (no sizes to
+            export).
+          ImportError: without dp_accounting.
+        """
+        return self._ledger.to_dp_event()
+
     def __repr__(self) -> str:  # pragma: no cover - cosmetic
         return f"RdpAccountant(orders=<{self._state.orders.shape[0]} orders>)"
+
+
+# --------------------------------------------------------------------------- fixed-size
+# sampling without replacement, budget, and export (see jaxrdp.wor)
+
+_POISSON = "add_or_remove_one"
+_REPLACE = "replace_one"
+
+
+def _times(per_step, steps):
+    """``steps · per_step`` with ``0 · inf = 0`` and NaN for negative or NaN ``steps``."""
+    steps = jnp.asarray(steps, per_step.dtype)
+    bad = jnp.isnan(steps) | (steps < 0)
+    scaled = jnp.where(steps == 0, jnp.zeros_like(per_step), steps * per_step)
+    return jnp.where(bad, jnp.nan, scaled)
+
+
+def _check_nonneg_integer(name: str, value) -> None:
+    if not _validate.is_concrete(value):
+        return
+    _validate.check_range(name, value, low=0.0, allow_inf=False)
+    arr = np.asarray(value, dtype=np.float64)
+    if np.ndim(arr) != 0 or arr != np.floor(arr):
+        raise ValueError(f"{name} must be a non-negative integer scalar; got {name}={value!r}")
+
+
+def compose_rdp_curve(state: RdpState, per_step_rdp, steps=1) -> RdpState:
+    """Compose ``steps`` repetitions of a mechanism given by its RDP curve at ``state.orders``.
+
+    The pure building block for any per-step curve computed elsewhere (e.g. once, outside
+    the training step, by :func:`jaxrdp.wor.rdp` or :func:`jaxrdp.rdp`).
+
+    Args:
+      state: the current :class:`RdpState`.
+      per_step_rdp: RDP ``≥ 0`` at ``state.orders``, shape ``(K,)``.
+      steps: non-negative integer (may be traced).
+
+    Returns:
+      The new state. Under a transformation, NaN in ``per_step_rdp`` or a bad ``steps``
+      makes the RDP NaN (and later ε NaN).
+
+    Raises:
+      ValueError: with concrete arguments, naming a negative/NaN curve or bad ``steps``.
+    """
+    _validate.check_range("per_step_rdp", per_step_rdp, low=0.0)
+    _check_nonneg_integer("steps", steps)
+    if np.shape(per_step_rdp) != tuple(state.orders.shape):
+        raise ValueError(
+            f"per_step_rdp must have the orders' shape {tuple(state.orders.shape)}; "
+            f"got {np.shape(per_step_rdp)}"
+        )
+    dtype = _state_dtype(state)
+    with _x64_scope(state, per_step_rdp, steps):
+        curve = jnp.asarray(per_step_rdp, dtype)
+        curve = jnp.where(curve < 0, jnp.nan, curve)
+        return _accumulate(state, _times(curve, steps))
+
+
+def compose_wor(
+    state: RdpState, sigma, *, batch_size=None, dataset_size=None, q=None, steps=1
+) -> RdpState:
+    """Compose ``steps`` Gaussian steps on fixed-size batches drawn without replacement.
+
+    The pure, jittable counterpart of :func:`compose` for fixed-size batches: per-step
+    RDP by :func:`jaxrdp.wor.rdp` (Wang–Balle–Kasiviswanathan 2019, Theorem 9), for
+    **replace-one** neighbours — a different statement from the add/remove-one guarantee
+    of :func:`compose`; do not compose both into one state. ``sigma`` is the noise
+    standard deviation over the replace-one sensitivity (``2C`` for a sum of gradients
+    clipped to norm ``C``).
+
+    Args:
+      state: the current :class:`RdpState`. Under ``jit`` its orders are traced, so orders
+        above :data:`jaxrdp.wor.TRACED_MAX_ORDER` get ``+inf`` (sound; the default orders
+        stop at 1024).
+      sigma: noise multiplier ``σ ≥ 0`` (scalar, may be traced).
+      batch_size: ``B`` (positive integer, may be traced).
+      dataset_size: ``N ≥ B`` (positive integer, may be traced).
+      q: instead of the sizes, ``B/N`` (see :func:`jaxrdp.wor.sampling_ratio`).
+      steps: non-negative integer number of steps (may be traced).
+
+    Returns:
+      The new state. Under a transformation, invalid arguments (``B > N``, non-integer
+      sizes, ``σ < 0``, NaN) make the RDP NaN, which turns ε into NaN: NaN means "invalid
+      input", never "private".
+
+    Raises:
+      ValueError: with concrete arguments, naming the invalid one.
+    """
+    _check_nonneg_integer("steps", steps)
+    for name, value in (("sigma", sigma), ("batch_size", batch_size),
+                        ("dataset_size", dataset_size), ("q", q)):
+        if value is not None and np.ndim(value) != 0:
+            raise ValueError(f"{name} must be a scalar; got {name} of shape {np.shape(value)}")
+    dtype = _state_dtype(state)
+    with _x64_scope(state, sigma, batch_size, dataset_size, q, steps):
+        per_step = _wor.rdp(
+            jnp.asarray(sigma, dtype) if not _validate.is_concrete(sigma) else sigma,
+            state.orders, batch_size=batch_size, dataset_size=dataset_size, q=q,
+        ).astype(dtype)
+        return _accumulate(state, _times(per_step, steps))
+
+
+def _steps_guess(total, per_step, orders, log_delta, target, method):
+    """``max_α ⌊(budget_α − R_α) / r_α⌋``: the closed form before the ±1 correction.
+
+    Order α meets ``(ε, δ)`` iff ``R_α + T r_α ≤ budget_α = max(ε − c_α(δ), −log(1−δ²))``
+    (the conversion's offset ``c_α`` and its KL shortcut).
+    """
+    if method == "improved":
+        offset = jnp.log1p(-1.0 / orders) - (log_delta + jnp.log(orders)) / (orders - 1.0)
+    else:
+        offset = -log_delta / (orders - 1.0)
+    kl = -jnp.log1p(-jnp.exp(2.0 * log_delta))
+    budget = jnp.maximum(target - offset, kl)
+    room = budget - total
+    safe_r = jnp.where(per_step > 0, per_step, 1.0)
+    per_order = jnp.where(per_step > 0, jnp.floor(room / safe_r), jnp.where(room >= 0, jnp.inf, -1.0))
+    per_order = jnp.where(jnp.isfinite(total) & (room >= 0), per_order, -1.0)
+    return jnp.max(per_order)
+
+
+def steps_remaining_rdp(
+    state: RdpState, target_epsilon, target_delta, per_step_rdp, *, method: str = "improved"
+):
+    """How many more steps of a mechanism with RDP ``per_step_rdp`` keep ε within budget.
+
+    RDP composes linearly, so after ``T`` more steps the curve is ``R + T r``; order α meets
+    the target iff ``T ≤ (budget_α − R_α)/r_α``. The closed form is then checked with
+    :func:`get_epsilon` itself and corrected by ±1 (twice), so the answer is exact for the
+    accountant: ``get_epsilon(compose T) ≤ ε`` and ``get_epsilon(compose T+1) > ε``.
+    Pure and jittable.
+
+    Args:
+      state: the current :class:`RdpState`.
+      target_epsilon: ε budget ``≥ 0`` (scalar).
+      target_delta: δ in ``(0, 1]`` (scalar).
+      per_step_rdp: the next steps' RDP at ``state.orders``, shape ``(K,)``.
+      method: ``"improved"`` (default) or ``"classic"``, as in :func:`get_epsilon`.
+
+    Returns:
+      ``T`` as an integer-valued float in the state's dtype: ``0`` when not even one more
+      step fits (including a state already over budget); ``+inf`` when any number fits
+      (a zero RDP curve at some order). Under ``jit``, NaN for invalid inputs. Exact up to
+      ``2**24`` steps in float32 and ``2**52`` in float64 (float spacing).
+
+    Raises:
+      ValueError: with concrete inputs, naming an invalid argument.
+    """
+    conversions._check_method(method)
+    _validate.check_range("target_epsilon", target_epsilon, low=0.0)
+    _validate.check_range("target_delta", target_delta, low=0.0, high=1.0, low_inclusive=False)
+    _validate.check_range("per_step_rdp", per_step_rdp, low=0.0)
+    dtype = _state_dtype(state)
+    with _x64_scope(state, target_epsilon, target_delta, per_step_rdp):
+        eps_t = jnp.asarray(target_epsilon, dtype)
+        dlt = jnp.asarray(target_delta, dtype)
+        r = jnp.asarray(per_step_rdp, dtype)
+        total = _total(state)
+        invalid = (
+            jnp.isnan(eps_t) | jnp.isnan(dlt) | (eps_t < 0) | ~(dlt > 0) | (dlt > 1)
+            | jnp.any(jnp.isnan(r) | (r < 0)) | jnp.any(jnp.isnan(total))
+        )
+        safe_r = jnp.where(jnp.isnan(r) | (r < 0), 1.0, r)
+        safe_d = jnp.where(invalid, 0.5, dlt)
+        guess = _steps_guess(total, safe_r, state.orders, jnp.log(safe_d), eps_t, method)
+
+        def fits(t):
+            t = jnp.maximum(t, 0.0)
+            curve = total + jnp.where(t == 0, 0.0, t * safe_r)
+            eps, _ = conversions.epsilon_from_rdp(curve, state.orders, safe_d, method=method)
+            return eps <= eps_t
+
+        t = jnp.where(jnp.isfinite(guess), jnp.maximum(guess, -1.0), guess)
+        for _ in range(2):  # static: the closed form is off by at most one ulp-step
+            finite = jnp.isfinite(t)
+            safe_t = jnp.where(finite, t, 0.0)
+            down = finite & (safe_t >= 0) & ~fits(safe_t)
+            up = finite & fits(safe_t + 1.0)
+            t = jnp.where(down, safe_t - 1.0, jnp.where(up, safe_t + 1.0, t))
+        t = jnp.where(jnp.isfinite(t), jnp.maximum(t, 0.0), t)  # −1: over budget already
+        return jnp.where(invalid, jnp.nan, t)
+
+
+def steps_remaining(
+    state: RdpState, target_epsilon, target_delta, q, sigma, *, method: str = "improved"
+):
+    """How many more SGM steps ``(q, σ)`` keep ε within ``(target_epsilon, target_delta)``.
+
+    :func:`steps_remaining_rdp` with the per-step curve of :func:`jaxrdp.rdp`; for
+    fixed-size batches pass ``jaxrdp.wor.rdp(...)`` to :func:`steps_remaining_rdp`. A loop
+    stops exactly on the budget: take a step while this is ``≥ 1``.
+
+    Args:
+      state: the current :class:`RdpState`.
+      target_epsilon: ε budget ``≥ 0``.
+      target_delta: δ in ``(0, 1]``.
+      q: sampling rate of the next steps, in ``[0, 1]``.
+      sigma: their noise multiplier ``σ ≥ 0``.
+      method: ``"improved"`` (default) or ``"classic"``.
+
+    Returns:
+      Integer-valued float (``0``: stop now; ``+inf``: unlimited; NaN: invalid input under
+      ``jit``).
+
+    Raises:
+      ValueError: with concrete inputs, naming an invalid argument.
+
+    References:
+      Mironov (2017), Proposition 1 (linear composition).
+    """
+    _validate.check_range("q", q, low=0.0, high=1.0)
+    _validate.check_range("sigma", sigma, low=0.0)
+    dtype = _state_dtype(state)
+    with _x64_scope(state, q, sigma):
+        per_step = kernels.rdp(jnp.asarray(q, dtype), jnp.asarray(sigma, dtype), state.orders)
+    return steps_remaining_rdp(state, target_epsilon, target_delta, per_step, method=method)
+
+
+def _flatten_wor(event, count: int, dp_event, out: _Flattened) -> None:
+    sigma = _gaussian_sigma(event.event, dp_event)
+    if sigma is None:
+        raise TypeError(
+            "SampledWithoutReplacementDpEvent is supported only around a GaussianDpEvent "
+            f"(or a composition of them); got inner event {type(event.event).__name__}"
+        )
+    batch, dataset = event.sample_size, event.source_dataset_size
+    _wor.sampling_ratio(batch_size=batch, dataset_size=dataset)  # ValueError naming the size
+    out.wor.append((int(batch), int(dataset), sigma, count))
+
+
+class _Ledger:
+    """What a host accountant composed, for the neighbouring relation and for export."""
+
+    def __init__(self):
+        self.relation: str | None = None
+        self.items: list = []  # ("sgm", q, σ, n) | ("wor", B, N, γ, σ, n) | ("event", e, n)
+
+    def check_relation(self, relation: str | None) -> None:
+        if relation is not None and self.relation not in (None, relation):
+            raise ValueError(
+                f"cannot compose {relation} steps into an accountant holding {self.relation} "
+                "steps: the two guarantees use different neighbouring relations"
+            )
+
+    def check_flattened(self, flat: _Flattened) -> None:
+        if any(q < 1 for q, _, n in flat.segments if n):
+            self.check_relation(_POISSON)
+        if any(n for *_, n in flat.wor):
+            self.check_relation(_REPLACE)
+        if any(q < 1 for q, _, n in flat.segments if n) and any(n for *_, n in flat.wor):
+            raise ValueError("an event mixing Poisson and fixed-size sampling has no single relation")
+
+    def _set(self, relation):
+        if relation is not None:
+            self.relation = relation
+
+    def record_sgm(self, q, sigma, steps):
+        self._set(_POISSON if q < 1 else None)
+        self.items.append(("sgm", q, sigma, int(steps)))
+
+    def record_wor(self, batch, dataset, gamma, sigma, steps):
+        self._set(_REPLACE)
+        self.items.append(("wor", batch, dataset, gamma, sigma, int(steps)))
+
+    def record_event(self, event, count, flat: _Flattened):
+        if any(q < 1 for q, _, n in flat.segments if n):
+            self._set(_POISSON)
+        if any(n for *_, n in flat.wor):
+            self._set(_REPLACE)
+        self.items.append(("event", event, int(count)))
+
+    def to_dp_event(self):
+        from dp_accounting import dp_event
+
+        events = []
+        for item in self.items:
+            if item[0] == "sgm":
+                _, q, sigma, n = item
+                inner = dp_event.GaussianDpEvent(sigma)
+                e = inner if q >= 1 else dp_event.PoissonSampledDpEvent(q, inner)
+            elif item[0] == "wor":
+                _, batch, dataset, _, sigma, n = item
+                if batch is None or dataset is None:
+                    raise ValueError(
+                        "fixed-size steps composed from q alone cannot be exported; "
+                        "compose them with batch_size and dataset_size"
+                    )
+                e = dp_event.SampledWithoutReplacementDpEvent(
+                    int(dataset), int(batch), dp_event.GaussianDpEvent(sigma)
+                )
+            else:
+                _, e, n = item
+            if n:
+                events.append(e if n == 1 else dp_event.SelfComposedDpEvent(e, n))
+        return dp_event.ComposedDpEvent(events) if events else dp_event.NoOpDpEvent()
