@@ -381,7 +381,9 @@ class RdpAccountant:
     (``GaussianDpEvent``, ``PoissonSampledDpEvent`` around Gaussians,
     ``SelfComposedDpEvent``, ``ComposedDpEvent``, ``ZCDpEvent``, ``NoOpDpEvent``,
     ``NonPrivateDpEvent``). Other events raise ``TypeError`` naming their type and leave
-    the accountant unchanged.
+    the accountant unchanged. ``SampledWithoutReplacementDpEvent`` (fixed-size batches,
+    replace-one neighbours; see :meth:`compose_wor`) is accepted too, never mixed with
+    Poisson steps; :meth:`to_dp_event` exports what was composed.
 
     Args:
       orders: Rényi orders ``> 1``; default :data:`jaxrdp.DEFAULT_ORDERS`.

@@ -284,3 +284,10 @@ def test_public_names_documented(name):
         source = inspect.getsource(wor).splitlines()
         line = next(i for i, text in enumerate(source) if text.startswith(f"{name} = "))
         assert source[line - 1].startswith("#:"), name
+
+
+def test_orders_above_max_order_are_infinite():
+    out = np.asarray(wor.rdp(1.0, [2.0, 4096.0, 5000.0], q=0.01))
+    ref = dp_rdp._compute_rdp_sample_wor_gaussian(0.01, 1.0, [2.0, 4096.0])
+    np.testing.assert_allclose(out[:2], ref, rtol=1e-9)
+    assert out[2] == np.inf
