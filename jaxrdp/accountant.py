@@ -697,7 +697,8 @@ def _steps_guess(total, per_step, orders, log_delta, target, method):
     budget = jnp.maximum(target - offset, kl)
     room = budget - total
     safe_r = jnp.where(per_step > 0, per_step, 1.0)
-    per_order = jnp.where(per_step > 0, jnp.floor(room / safe_r), jnp.where(room >= 0, jnp.inf, -1.0))
+    unlimited = jnp.where(room >= 0, jnp.inf, -1.0)
+    per_order = jnp.where(per_step > 0, jnp.floor(room / safe_r), unlimited)
     per_order = jnp.where(jnp.isfinite(total) & (room >= 0), per_order, -1.0)
     return jnp.max(per_order)
 
@@ -831,7 +832,9 @@ class _Ledger:
         if any(n for *_, n in flat.wor):
             self.check_relation(_REPLACE)
         if any(q < 1 for q, _, n in flat.segments if n) and any(n for *_, n in flat.wor):
-            raise ValueError("an event mixing Poisson and fixed-size sampling has no single relation")
+            raise ValueError(
+                "an event mixing Poisson and fixed-size sampling has no single relation"
+            )
 
     def _set(self, relation):
         if relation is not None:

@@ -204,7 +204,8 @@ def _log_d(sigma, max_l: int):
 
 def _log1p_exp(x):
     """``log(1 + e^x)`` accurate for very negative ``x``."""
-    return jnp.where(x < 0, jnp.log1p(jnp.exp(jnp.minimum(x, 0.0))), x + jnp.log1p(jnp.exp(-jnp.abs(x))))
+    small = jnp.log1p(jnp.exp(jnp.minimum(x, 0.0)))
+    return jnp.where(x < 0, small, x + jnp.log1p(jnp.exp(-jnp.abs(x))))
 
 
 def _log_a_integer(log_gamma, sigma, alpha, log_d, max_order: int):
@@ -299,7 +300,8 @@ def _rdp_jit(gamma, sigma, orders, max_order: int):
 def _log_moment_one(gamma, sigma, orders, max_order: int):
     dtype = orders.dtype
     value = _rdp_one(gamma, sigma, orders, max_order)
-    return jnp.where(jnp.isfinite(orders), (orders - 1.0) * value, jnp.where(value == 0, 0.0, jnp.inf)).astype(dtype)
+    at_infinity = jnp.where(value == 0, 0.0, jnp.inf)
+    return jnp.where(jnp.isfinite(orders), (orders - 1.0) * value, at_infinity).astype(dtype)
 
 
 @functools.partial(jax.jit, static_argnames=("max_order",))
@@ -333,7 +335,7 @@ def _check_count(name: str, value) -> None:
 
 
 def sampling_ratio(batch_size=None, dataset_size=None, q=None):
-    """The ratio ``γ = B/N`` of fixed-size sampling, from ``(B, N)``, ``(q, N)``, ``(q, B)`` or ``q``.
+    """The ratio ``γ = B/N`` of fixed-size sampling, from ``(B, N)``, ``(q, N)``, ``(q, B)``, ``q``.
 
     Args:
       batch_size: ``B``, a positive integer (or an integer array / traced value).

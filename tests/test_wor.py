@@ -26,7 +26,9 @@ from dp_accounting.rdp import rdp_privacy_accountant as dp_rdp  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore::jaxrdp.conversions.OrderAtEdgeWarning")
 
-INT_ORDERS = np.array([2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 32, 48, 64, 128, 256, 257, 320, 512, 1024.0])
+INT_ORDERS = np.array(
+    [2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 32, 48, 64, 128, 256, 257, 320, 512, 1024.0]
+)
 
 
 # --------------------------------------------------------------------------- mpmath reference
