@@ -541,6 +541,13 @@ class RdpAccountant:
         Replace-one neighbours; ``sigma`` is relative to the replace-one sensitivity
         (``2C`` for clipped gradients): see :mod:`jaxrdp.wor`.
 
+        Args:
+          sigma: noise multiplier ``σ ≥ 0`` (over the replace-one sensitivity).
+          batch_size: ``B``, a positive integer.
+          dataset_size: ``N ≥ B``, a positive integer.
+          q: instead of the sizes, ``B/N`` (then :meth:`to_dp_event` cannot export it).
+          steps: non-negative integer number of steps.
+
         Returns:
           ``self`` (for chaining).
 
