@@ -411,7 +411,9 @@ class RdpAccountant:
     (``GaussianDpEvent``, ``PoissonSampledDpEvent`` around Gaussians,
     ``SelfComposedDpEvent``, ``ComposedDpEvent``, ``ZCDpEvent``, ``NoOpDpEvent``,
     ``NonPrivateDpEvent``). Other events raise ``TypeError`` naming their type and leave
-    the accountant unchanged.
+    the accountant unchanged. ``SampledWithoutReplacementDpEvent`` (fixed-size batches,
+    replace-one neighbours; see :meth:`compose_wor`) is accepted too, never mixed with
+    Poisson steps; :meth:`to_dp_event` exports what was composed.
 
     Args:
       orders: Rényi orders ``> 1``; default :data:`jaxrdp.DEFAULT_ORDERS`.
@@ -569,6 +571,13 @@ class RdpAccountant:
         Replace-one neighbours; ``sigma`` is relative to the replace-one sensitivity
         (``2C`` for clipped gradients): see :mod:`jaxrdp.wor`.
 
+        Args:
+          sigma: noise multiplier ``σ ≥ 0`` (over the replace-one sensitivity).
+          batch_size: ``B``, a positive integer.
+          dataset_size: ``N ≥ B``, a positive integer.
+          q: instead of the sizes, ``B/N`` (then :meth:`to_dp_event` cannot export it).
+          steps: non-negative integer number of steps.
+
         Returns:
           ``self`` (for chaining).
 
@@ -725,7 +734,8 @@ def _steps_guess(total, per_step, orders, log_delta, target, method):
     budget = jnp.maximum(target - offset, kl)
     room = budget - total
     safe_r = jnp.where(per_step > 0, per_step, 1.0)
-    per_order = jnp.where(per_step > 0, jnp.floor(room / safe_r), jnp.where(room >= 0, jnp.inf, -1.0))
+    unlimited = jnp.where(room >= 0, jnp.inf, -1.0)
+    per_order = jnp.where(per_step > 0, jnp.floor(room / safe_r), unlimited)
     per_order = jnp.where(jnp.isfinite(total) & (room >= 0), per_order, -1.0)
     return jnp.max(per_order)
 
@@ -859,7 +869,9 @@ class _Ledger:
         if any(n for *_, n in flat.wor):
             self.check_relation(_REPLACE)
         if any(q < 1 for q, _, n in flat.segments if n) and any(n for *_, n in flat.wor):
-            raise ValueError("an event mixing Poisson and fixed-size sampling has no single relation")
+            raise ValueError(
+                "an event mixing Poisson and fixed-size sampling has no single relation"
+            )
 
     def _set(self, relation):
         if relation is not None:
