@@ -36,6 +36,8 @@ SHARED_MAX_ORDER = 12.0
 #: each tier was checked against the elementwise quadrature to ~3e-14 relative.
 SHARED_TIERS = ((1.3, 4, 28), (2.0, 6, 28), (3.4, 12, 28))
 _CELLS_PER_CHUNK = 256
+#: Tiers up to this ``1/σ`` use :func:`_scaled_log_a_minus_one`.
+_SCALED_MAX_S = 1.3
 _EXPM1_CAP = 300.0  # float64 only: exp(300) leaves room for the weights
 
 
@@ -132,6 +134,39 @@ def _integer_log_a_minus_one(log_q, log1m_q, s, alphas: tuple[int, ...]):
     return out.T
 
 
+#: Truncation of the shared series: the first omitted term is at most this fraction of
+#: the leading one (the omitted terms fall geometrically by a ratio ≤ radius).
+_SERIES_TAIL = 2.0**-60
+
+
+@functools.lru_cache(maxsize=64)
+def _series_coefficients_cached(alphas: tuple[float, ...], radius: float) -> np.ndarray:
+    alpha = np.asarray(alphas, dtype=np.float64)[:, None]
+    # c_j = C(α, j)/C(α, 2) = Π_{i=2}^{j−1} (α − i)/(i + 1), j = 2, 3, …
+    ratios = [np.ones_like(alpha)]
+    j = 2
+    while True:
+        ratios.append(ratios[-1] * (alpha - j) / (j + 1))
+        j += 1
+        # |c_j x^{j−2}| for the first omitted j, at the largest |x| = radius; beyond it
+        # |c_{j+1}/c_j|·|x| = |α − j|/(j + 1)·radius ≤ radius once j ≥ α.
+        if j > alpha.max() and np.max(np.abs(ratios[-1])) * radius ** (j - 2) <= _SERIES_TAIL:
+            ratios.pop()
+            break
+    return np.concatenate(ratios, axis=1)
+
+
+def _series_coefficients(alpha: np.ndarray, radius: float) -> np.ndarray:
+    """Coefficients ``C(α, j)/C(α, 2)``, ``j = 2 … m``, of ``g/(C(α,2)x²)`` as a series in x.
+
+    Static per order vector, so each node costs ``m − 2`` multiply-adds per order
+    (instead of recomputing the ratios). ``m`` is the smallest count whose first omitted
+    term is below ``2⁻⁶⁰`` of the leading one for every order at ``|x| = radius``; the
+    omitted tail then sums to less than ``2⁻⁶⁰/(1 − radius)``.
+    """
+    return _series_coefficients_cached(tuple(float(a) for a in alpha), float(radius))
+
+
 def _shared_cover(s, alpha_max: float, cfg):
     """Interval ``[L, R]`` in ``t`` holding the mass of ``A_α − 1`` for every order ≤ α_max.
 
@@ -144,6 +179,44 @@ def _shared_cover(s, alpha_max: float, cfg):
     """
     reach = np.sqrt(2.0 * cfg.depth)
     return -reach * jnp.ones_like(s), alpha_max * s + reach
+
+
+def _shared_nodes(q, log_q, log1m_q, s, alpha_max: float, n_panels: int, n_nodes: int):
+    """Gauss–Legendre nodes shared by every order ``≤ alpha_max`` of each cell.
+
+    ``n_panels`` equal panels over :func:`_shared_cover`, shifted so that the crossover
+    ``t₁`` is a panel end (panels sticking out of the cover are clipped to it).
+
+    Returns:
+      ``(t, base, parts, small)``, each ``(C, N)`` with ``N = n_panels·n_nodes``: nodes,
+      log weight plus log normal density, :class:`_logmath.NodeParts` of ``x`` and the
+      mask of the nodes where ``g`` is summed as a series (``|x| ≤ series_radius``). In
+      the shared bucket ``x_c = min(radius, 0.5/α) = radius`` for every order, so the
+      split between the series and the expm1 form of ``g`` is the same for all orders.
+    """
+    cfg = _quadrature.FLOAT64_CONFIG
+    lo, hi = _shared_cover(s, alpha_max, cfg)
+    lo, hi = jax.lax.stop_gradient(lo), jax.lax.stop_gradient(hi)
+    t1 = jax.lax.stop_gradient((log1m_q - log_q + 0.5 * s * s) / s)
+    width = (hi - lo) / (n_panels - 1)
+    anchor = jnp.clip(t1, lo, hi)
+    j0 = jnp.ceil((anchor - lo) / width)
+    j = np.arange(n_panels + 1, dtype=np.float64)
+    edges = jnp.clip(anchor[:, None] + (j - j0[:, None]) * width[:, None], lo[:, None], hi[:, None])
+    left, right = edges[:, :-1], edges[:, 1:]  # (C, P)
+
+    nodes, weights = _logmath.gauss_legendre(n_nodes)
+    half = 0.5 * (right - left)
+    t = (0.5 * (right + left))[..., None] + half[..., None] * nodes  # (C, P, n)
+    log_w = _logmath.log_positive(half)[..., None] + np.log(weights)
+    t = t.reshape(t.shape[0], -1)
+    log_w = log_w.reshape(t.shape)
+    s_ = s[:, None]
+    parts = _logmath.node_parts(s_ * t - 0.5 * s_ * s_, q[:, None], log_q[:, None])
+    base = log_w + _logmath.log_normal_pdf(t)
+    assert cfg.series_radius <= 0.5 / SHARED_MAX_ORDER
+    small = parts.log_abs_x <= np.log(cfg.series_radius)  # exact even where x is capped
+    return t, base, parts, small
 
 
 def _shared_log_a_minus_one(
@@ -161,34 +234,8 @@ def _shared_log_a_minus_one(
     """
     cfg = _quadrature.FLOAT64_CONFIG
     alpha = np.asarray(alphas, dtype=np.float64)
-    lo, hi = _shared_cover(s, float(alpha.max()), cfg)
-    lo, hi = jax.lax.stop_gradient(lo), jax.lax.stop_gradient(hi)
-    t1 = jax.lax.stop_gradient((log1m_q - log_q + 0.5 * s * s) / s)
-    width = (hi - lo) / (n_panels - 1)
-    anchor = jnp.clip(t1, lo, hi)
-    j0 = jnp.ceil((anchor - lo) / width)
-    j = np.arange(n_panels + 1, dtype=np.float64)
-    edges = jnp.clip(anchor[:, None] + (j - j0[:, None]) * width[:, None], lo[:, None], hi[:, None])
-    left, right = edges[:, :-1], edges[:, 1:]  # (C, P)
-
-    nodes, weights = _logmath.gauss_legendre(n_nodes)
-    half = 0.5 * (right - left)
-    t = (0.5 * (right + left))[..., None] + half[..., None] * nodes  # (C, P, n)
-    log_w = _logmath.log_positive(half)[..., None] + np.log(weights)
-    t = t.reshape(t.shape[0], -1)
-    log_w = log_w.reshape(t.shape)
-
-    s_ = s[:, None]
-
-    # One order at a time: each step works on a cache-sized (C, N) slab that XLA fuses
-    # into a single pass (the whole (C, G, N) block would be materialised). In this
-    # bucket x_c = min(r, 0.5/α) = r for every order, so the split between the series
-    # and the expm1 form of g is the same for all orders and is prepared once per node.
-    parts = _logmath.node_parts(s_ * t - 0.5 * s_ * s_, q[:, None], log_q[:, None])
-    base = log_w + _logmath.log_normal_pdf(t)
     radius = cfg.series_radius
-    assert radius <= 0.5 / SHARED_MAX_ORDER
-    small = parts.log_abs_x <= np.log(radius)  # exact even where x is capped
+    t, base, parts, small = _shared_nodes(q, log_q, log1m_q, s, float(alpha.max()), n_panels, n_nodes)
     xs = jnp.where(small, parts.x, 0.0)
     # log of g's prefactor: C(α,2)·x² on series nodes (C(α,2) added per order), 1 + x else.
     log_pre = base + jnp.where(small, 2.0 * parts.log_abs_x, parts.log1p_x)
@@ -198,12 +245,17 @@ def _shared_log_a_minus_one(
     n = n_nodes
     ends = np.concatenate([np.arange(0, t.shape[1], n), np.arange(n - 1, t.shape[1], n)])
 
-    def log_terms(a, xs, small, lp, y, log_pre):
-        """Leading log factor and positive remainder of each term, for orders ``a``."""
+    coef = _series_coefficients(alpha, radius)  # (G, m) static constants
+
+    def log_terms(a, c, xs, small, lp, y, log_pre):
+        """Leading log factor and positive remainder of each term, for orders ``a``.
+
+        ``c[j]`` is the coefficient of ``x^j`` of the series of ``g/(C(α,2)x²)``.
+        """
         beta = a - 1.0
-        acc = jnp.ones_like(xs * a)
-        for j in range(cfg.series_terms - 1, 1, -1):
-            acc = 1.0 + ((a - j) / (j + 1)) * (xs * acc)
+        acc = c[-1]
+        for j in range(len(c) - 2, -1, -1):
+            acc = c[j] + xs * acc
         # (1 + x)·[expm1(βL) − βy] = g, with βL capped against overflow (beyond the cap
         # expm1 dwarfs βy, so the excess moves into the log-scale term).
         b = beta * lp
@@ -214,18 +266,91 @@ def _shared_log_a_minus_one(
 
     node_arrays = (xs, small, lp, y, log_pre)
     at_ends = [v[:, None, ends] for v in node_arrays]  # (C, 1, E)
-    lead, factor = log_terms(alpha[None, :, None], *at_ends)  # (C, G, E)
+    lead, factor = log_terms(
+        alpha[None, :, None], [col[None, :, None] for col in coef.T], *at_ends
+    )  # (C, G, E)
     shift = jnp.max(lead + jnp.log(factor), axis=-1)
     shift = jax.lax.stop_gradient(jnp.where(jnp.isfinite(shift), shift, 0.0))
 
     def body(_, order):
-        a, shift_a = order
-        lead, factor = log_terms(a, *node_arrays)
+        a, c, shift_a = order
+        lead, factor = log_terms(a, [c[j] for j in range(c.shape[0])], *node_arrays)
         total = jnp.sum(jnp.exp(lead - shift_a[:, None]) * factor, axis=-1)
         return None, jnp.log(total) + shift_a
 
-    _, out = jax.lax.scan(body, None, (jnp.asarray(alpha), shift.T))
+    _, out = jax.lax.scan(body, None, (jnp.asarray(alpha), jnp.asarray(coef), shift.T))
     return out.T
+
+
+def _scaled_log_a_minus_one(
+    q, log_q, log1m_q, s, alphas: tuple[float, ...], n_panels: int, n_nodes: int, s_max: float
+):
+    """log(A_α − 1) like :func:`_shared_log_a_minus_one`, for cells with ``1/σ ≤ s_max``.
+
+    The sum is split by the node's branch of ``g`` and rearranged so that the work per
+    (order, node) is one ``expm1`` and three multiply-adds:
+
+    * **series nodes** (``|x| ≤ r``): ``g = C(α,2)·x²·Σ_j c_j(α) x^{j−2}``, so their sum
+      is ``C(α,2)·Σ_j c_j(α)·M_j`` with the order-free moments
+      ``M_j = Σ_n w_n φ(t_n) x_n² · x_n^{j−2}`` (scaled by their largest term). The
+      ``j = 2`` moment dominates the others, ``|c_j M_j| ≤ |c_j| r^{j−2} M_2``, so the
+      combination loses nothing to cancellation.
+    * **other nodes**: ``g = (1 + x)·[expm1(βL) − βy]``; the order-free weight
+      ``P_n = w_n φ(t_n)(1 + x_n)`` is scaled once per cell by its largest value, and
+      the order-dependent factor needs no shift of its own: for ``1/σ ≤ s_max`` and
+      ``α ≤ SHARED_MAX_ORDER`` every node lies at ``t ≤ α_max·s_max + reach``, where
+      ``βL ≤ β_max·(s_max·t + log 2)``, which the static check below keeps below the
+      float64 range (less the log of the node count). A ``P_n`` that underflows leaves
+      out less than ``e^{−708 + βL}`` of a sum that is at least
+      ``C(α,2)·r²·(1 − r)`` (its largest-weight node), i.e. nothing in float64.
+
+    Args:
+      q, log_q, log1m_q, s: arrays of shape ``(C,)``, ``s ≤ s_max``.
+      alphas: static orders in ``(1, SHARED_MAX_ORDER]``.
+      n_panels, n_nodes: static panels and nodes per panel.
+      s_max: static largest ``1/σ`` of the tier.
+
+    Returns:
+      Array ``(C, G)``.
+    """
+    cfg = _quadrature.FLOAT64_CONFIG
+    alpha = np.asarray(alphas, dtype=np.float64)
+    alpha_max = float(alpha.max())
+    t, base, parts, small = _shared_nodes(q, log_q, log1m_q, s, alpha_max, n_panels, n_nodes)
+    t_max = alpha_max * s_max + math.sqrt(2.0 * cfg.depth)
+    exponent_max = (alpha_max - 1.0) * (s_max * t_max + math.log(2.0))
+    assert exponent_max + math.log(t.shape[1]) < 700.0, "tier outside the float64 range"
+
+    def scaled(log_terms):
+        top = jnp.max(log_terms, axis=-1)
+        top = jax.lax.stop_gradient(jnp.where(jnp.isfinite(top), top, 0.0))
+        return jnp.exp(log_terms - top[:, None]), top
+
+    # Series nodes: moments of x on the weights w·φ·x².
+    coef = _series_coefficients(alpha, cfg.series_radius)  # (G, m)
+    xs = jnp.where(small, parts.x, 0.0)
+    e_s, top_s = scaled(jnp.where(small, base + 2.0 * parts.log_abs_x, -jnp.inf))
+    moments = []
+    power = e_s
+    for _ in range(coef.shape[1]):
+        moments.append(jnp.sum(power, axis=-1))
+        power = power * xs
+    series = jnp.stack(moments, axis=-1) @ jnp.asarray(coef.T)  # (C, G)
+    log_series = (
+        top_s[:, None] + np.log(0.5 * alpha * (alpha - 1.0)) + _logmath.log_positive(series)
+    )
+
+    # Other nodes: weights w·φ·(1 + x); L and y are 0 on series nodes, so g's factor is 0.
+    p_e, top_e = scaled(jnp.where(small, -jnp.inf, base + parts.log1p_x))
+    lp = jnp.where(small, 0.0, parts.log1p_x)
+    y = jnp.where(small, 0.0, parts.x_over_1px)
+
+    def body(_, beta):
+        return None, jnp.sum(p_e * (jnp.expm1(beta * lp) - beta * y), axis=-1)
+
+    _, other = jax.lax.scan(body, None, jnp.asarray(alpha - 1.0))
+    log_other = top_e[:, None] + _logmath.log_positive(other.T)
+    return jnp.logaddexp(log_series, log_other)
 
 
 def _elementwise_log_a_minus_one(q, sigma, alphas: tuple[float, ...]):
@@ -248,9 +373,13 @@ def _chunk_log_a_minus_one(q, sigma, plan: OrderPlan):
         shared_alphas = tuple(float(plan.orders[i]) for i in plan.shared_idx)
         tiers = [
             functools.partial(
+                _scaled_log_a_minus_one, q, log_q, log1m_q, s, shared_alphas, panels, nodes, limit
+            )
+            if limit <= _SCALED_MAX_S
+            else functools.partial(
                 _shared_log_a_minus_one, q, log_q, log1m_q, s, shared_alphas, panels, nodes
             )
-            for _, panels, nodes in SHARED_TIERS
+            for limit, panels, nodes in SHARED_TIERS
         ]
         tiers.append(lambda: _elementwise_log_a_minus_one(q, sigma, shared_alphas))
         limits = jnp.asarray([limit for limit, _, _ in SHARED_TIERS])
