@@ -37,7 +37,13 @@ SHARED_MAX_ORDER = 12.0
 SHARED_TIERS = ((1.3, 4, 28), (2.0, 6, 28), (3.4, 12, 28))
 _CELLS_PER_CHUNK = 256
 #: Tiers up to this ``1/σ`` use :func:`_scaled_log_a_minus_one`.
-_SCALED_MAX_S = 1.3
+_SCALED_MAX_S = 2.0
+#: :func:`_scaled_log_a_minus_one`: ``b = βL`` up to which ``P·expm1(b)`` is computed
+#: directly (a ``P`` that underflows then drops less than ``e^{−708+600}``), and the
+#: largest ``b`` a tier may reach (``u = expm1(b/2)`` stays finite, and a ``√P`` that
+#: underflows drops less than ``e^{−1416+1300}``).
+_SPLIT_EXPONENT = 600.0
+_SCALED_MAX_EXPONENT = 1300.0
 _EXPM1_CAP = 300.0  # float64 only: exp(300) leaves room for the weights
 
 
@@ -288,7 +294,7 @@ def _scaled_log_a_minus_one(
     """log(A_α − 1) like :func:`_shared_log_a_minus_one`, for cells with ``1/σ ≤ s_max``.
 
     The sum is split by the node's branch of ``g`` and rearranged so that the work per
-    (order, node) is one ``expm1`` and three multiply-adds:
+    (order, node) is one ``expm1`` and a few multiply-adds:
 
     * **series nodes** (``|x| ≤ r``): ``g = C(α,2)·x²·Σ_j c_j(α) x^{j−2}``, so their sum
       is ``C(α,2)·Σ_j c_j(α)·M_j`` with the order-free moments
@@ -296,13 +302,16 @@ def _scaled_log_a_minus_one(
       ``j = 2`` moment dominates the others, ``|c_j M_j| ≤ |c_j| r^{j−2} M_2``, so the
       combination loses nothing to cancellation.
     * **other nodes**: ``g = (1 + x)·[expm1(βL) − βy]``; the order-free weight
-      ``P_n = w_n φ(t_n)(1 + x_n)`` is scaled once per cell by its largest value, and
-      the order-dependent factor needs no shift of its own: for ``1/σ ≤ s_max`` and
-      ``α ≤ SHARED_MAX_ORDER`` every node lies at ``t ≤ α_max·s_max + reach``, where
-      ``βL ≤ β_max·(s_max·t + log 2)``, which the static check below keeps below the
-      float64 range (less the log of the node count). A ``P_n`` that underflows leaves
-      out less than ``e^{−708 + βL}`` of a sum that is at least
-      ``C(α,2)·r²·(1 − r)`` (its largest-weight node), i.e. nothing in float64.
+      ``P_n = w_n φ(t_n)(1 + x_n)`` is scaled once per cell by its largest value (so
+      ``P_n ≤ 1``), and the order-dependent factor needs no shift of its own: for
+      ``1/σ ≤ s_max`` and ``α ≤ SHARED_MAX_ORDER`` every node lies at
+      ``t ≤ α_max·s_max + reach``, where ``b = βL ≤ β_max·(s_max·t + log 2)``, which the
+      static check keeps below :data:`_SCALED_MAX_EXPONENT`. ``P·expm1(b)`` is formed
+      directly up to ``b = 600`` and as ``(√P·u)·(√P·(u + 2))``, ``u = expm1(b/2)``,
+      beyond, so no factor overflows. What underflows (``P`` below ``e^{−708}`` with
+      ``b ≤ 600``, or ``√P`` below ``e^{−708}`` with ``b ≤ 1300``) is below ``e^{−100}``,
+      while the sum is at least its largest-weight term, ``P = 1`` times
+      ``g(x)/(1 + x) ≥ C(α,2)·r²/2`` at ``|x| > r``: nothing in float64.
 
     Args:
       q, log_q, log1m_q, s: arrays of shape ``(C,)``, ``s ≤ s_max``.
@@ -318,8 +327,8 @@ def _scaled_log_a_minus_one(
     alpha_max = float(alpha.max())
     t, base, parts, small = _shared_nodes(q, log_q, log1m_q, s, alpha_max, n_panels, n_nodes)
     t_max = alpha_max * s_max + math.sqrt(2.0 * cfg.depth)
-    exponent_max = (alpha_max - 1.0) * (s_max * t_max + math.log(2.0))
-    assert exponent_max + math.log(t.shape[1]) < 700.0, "tier outside the float64 range"
+    exponent_max = (alpha_max - 1.0) * (s_max * t_max + math.log(2.0))  # bounds βL
+    assert exponent_max <= _SCALED_MAX_EXPONENT, "tier outside the float64 range"
 
     def scaled(log_terms):
         top = jnp.max(log_terms, axis=-1)
@@ -341,15 +350,38 @@ def _scaled_log_a_minus_one(
     )
 
     # Other nodes: weights w·φ·(1 + x); L and y are 0 on series nodes, so g's factor is 0.
-    p_e, top_e = scaled(jnp.where(small, -jnp.inf, base + parts.log1p_x))
+    log_p, top_e = jnp.where(small, -jnp.inf, base + parts.log1p_x), None
+    p_e, top_e = scaled(log_p)
+    root_p = jnp.exp(0.5 * (log_p - top_e[:, None]))  # √P: representable where P is not
     lp = jnp.where(small, 0.0, parts.log1p_x)
-    y = jnp.where(small, 0.0, parts.x_over_1px)
+    p_y = p_e * jnp.where(small, 0.0, parts.x_over_1px)
 
-    def body(_, beta):
-        return None, jnp.sum(p_e * (jnp.expm1(beta * lp) - beta * y), axis=-1)
+    def sums(betas, split: bool):
+        # P·expm1(b) with b = βL, or, where b > _SPLIT_EXPONENT is possible (``split``),
+        # as (√P·u)·(√P·(u + 2)) with u = expm1(b/2) past it, so that no factor
+        # overflows (the product, a term of the sum, is at most the integrand of A_α).
+        def body(_, beta):
+            b = beta * lp
+            if split:
+                big = b > _SPLIT_EXPONENT
+                u = jnp.expm1(jnp.where(big, 0.5 * b, b))
+                excess = jnp.where(big, (root_p * u) * (root_p * (u + 2.0)), p_e * u)
+            else:
+                excess = p_e * jnp.expm1(b)
+            return None, jnp.sum(excess - beta * p_y, axis=-1)
 
-    _, other = jax.lax.scan(body, None, jnp.asarray(alpha - 1.0))
-    log_other = top_e[:, None] + _logmath.log_positive(other.T)
+        return jax.lax.scan(body, None, jnp.asarray(betas))[1].T
+
+    # Orders whose b stays below the split point skip the test (static).
+    beta = alpha - 1.0
+    direct = beta * (exponent_max / (alpha_max - 1.0)) <= _SPLIT_EXPONENT
+    blocks, order = [], []
+    for group in (direct, ~direct):
+        if group.any():
+            blocks.append(sums(beta[group], split=not direct[group].all()))
+            order.append(np.flatnonzero(group))
+    other = jnp.concatenate(blocks, axis=-1)[:, np.argsort(np.concatenate(order))]
+    log_other = top_e[:, None] + _logmath.log_positive(other)
     return jnp.logaddexp(log_series, log_other)
 
 
