@@ -98,38 +98,49 @@ def _log_binomials(alphas: tuple[int, ...]) -> np.ndarray:
     return table
 
 
-def _integer_log_a_minus_one(log_q, log1m_q, s, alphas: tuple[int, ...]):
+def _integer_log_a_minus_one(log_q, log1m_q, s, groups: tuple[tuple[int, ...], ...]):
     """log(A_α − 1) for integer orders by the exact non-negative binomial sum.
+
+    The log-term of order α is ``z_k + log C(α, k) + α·log(1 − q)`` with the order-free
+    ``z_k = log expm1(k(k−1)s²/2) + k·log(q/(1 − q))``, computed once per cell for every
+    ``k`` up to the largest order and shared by all groups.
 
     Args:
       log_q, log1m_q, s: arrays of shape ``(C,)``.
-      alphas: static integer orders, ``G`` of them.
+      groups: static integer orders in size classes (``G_i`` orders each).
 
     Returns:
-      Array ``(C, G)``.
+      List of arrays ``(C, G_i)``, one per group.
     """
-    log_binom = _log_binomials(alphas)  # (G, K) constants
-    n_terms = log_binom.shape[1]
-    k = np.arange(n_terms, dtype=np.float64)
+    n_all = max(max(alphas) for alphas in groups) + 1
+    k = np.arange(n_all, dtype=np.float64)
     half_kk = 0.5 * k * (k - 1.0)  # (K,)
     # expm1(k(k−1)s²/2) is shared by every order; −inf for k < 2 (those terms cancel).
     safe = np.where(half_kk > 0, half_kk, 1.0)
     log_e = jnp.where(half_kk > 0, _logmath.log_expm1(safe * (s * s)[:, None]), -jnp.inf)
-    shared = log_e + k * log_q[:, None]  # (C, K): everything but C(α,k) and (1−q)^{α−k}
+    z = log_e + k * (log_q - log1m_q)[:, None]  # (C, K)
+    return [_integer_group(z, log1m_q, alphas) for alphas in groups]
 
+
+def _integer_group(z, log1m_q, alphas: tuple[int, ...]):
+    """One size class of :func:`_integer_log_a_minus_one` → ``(C, G)``."""
+    log_binom = _log_binomials(alphas)  # (G, K) constants
+    n_terms = log_binom.shape[1]
+    z = z[:, :n_terms]
     # Shift by the largest of every 8th term and the last one instead of a max pass: the
     # log-terms are concave where they have interior maxima, with curvature at most
     # α/(k(α−k)) ≤ 1 there, so the true maximum is within 8 nats of the shift.
     stride = 8
-    sample = np.arange(2, n_terms, stride)
+    z_sample = z[:, 2::stride]
 
     def body(_, order):
         alpha, row, last = order
-        terms = shared + row + (alpha - k) * log1m_q[:, None]
-        top = shared[:, last] + row[last]  # the k = α term
-        shift = jnp.maximum(jnp.max(terms[:, sample], axis=-1), top)
+        offset = alpha * log1m_q  # (C,)
+        top = z[:, last] + row[last]  # the k = α term, less the offset
+        shift = jnp.maximum(jnp.max(z_sample + row[2::stride], axis=-1), top)
         shift = jnp.where(jnp.isfinite(shift), shift, 0.0)
-        return None, jnp.log(jnp.sum(jnp.exp(terms - shift[:, None]), axis=-1)) + shift
+        total = jnp.sum(jnp.exp(z + row - shift[:, None]), axis=-1)
+        return None, jnp.log(total) + shift + offset
 
     orders = (
         jnp.asarray(alphas, dtype=jnp.float64),
@@ -397,10 +408,10 @@ def _chunk_log_a_minus_one(q, sigma, plan: OrderPlan):
     log_q = jnp.log(q)
     log1m_q = jnp.log1p(-q)
     s = 1.0 / sigma
-    blocks = [
-        _integer_log_a_minus_one(log_q, log1m_q, s, tuple(int(a) for a in alphas))
-        for alphas, _ in plan.int_groups
-    ]
+    blocks = []
+    if plan.int_groups:
+        groups = tuple(tuple(int(a) for a in alphas) for alphas, _ in plan.int_groups)
+        blocks += _integer_log_a_minus_one(log_q, log1m_q, s, groups)
     if plan.shared_idx.size:
         shared_alphas = tuple(float(plan.orders[i]) for i in plan.shared_idx)
         tiers = [
