@@ -7,16 +7,20 @@ accounting uses them, most of the work can be shared across orders:
 * **integer orders** use the exact binomial expansion (Mironov–Talwar–Zhang 2019,
   Sec. 3.3, Case I) written for ``A_α − 1`` so that every term is non-negative:
   ``A_α − 1 = Σ_{k=2}^{α} C(α,k) q^k (1−q)^{α−k} expm1(k(k−1)/2σ²)``. The binomial
-  coefficients are exact constants built once per order vector; the factor
-  ``expm1(k(k−1)/2σ²)`` is computed once per cell and shared by all orders.
+  coefficients are exact constants built once per order vector; the order-free part
+  ``log expm1(k(k−1)/2σ²) + k·log(q/(1−q))`` is computed once per cell for every ``k``
+  and shared by all orders, so each term costs one add and one ``exp``.
 * **fractional orders up to** :data:`SHARED_MAX_ORDER` share one set of Gauss–Legendre
   nodes per cell, laid over an interval that provably holds the mass of every one of
   them (see :func:`_shared_cover`) and anchored so that the crossover point ``t₁`` is a
-  panel end. Per (order, node) the cost is one ``expm1`` and one ``exp``. The number of
-  panels grows with ``1/σ`` (the integrand's complex singularities at ``t₁ ± iπσ`` come
-  closer to the real axis and the cover grows): each chunk of cells takes the tier of
-  :data:`SHARED_TIERS` its largest ``1/σ`` needs, and chunks beyond the last tier use the
-  elementwise quadrature. Cells are sorted by σ first, so few chunks are slow.
+  panel end. The number of panels grows with ``1/σ`` (the integrand's complex
+  singularities at ``t₁ ± iπσ`` come closer to the real axis and the cover grows): each
+  chunk of cells takes the tier of :data:`SHARED_TIERS` its largest ``1/σ`` needs, and
+  chunks beyond the last tier use the elementwise quadrature. Cells are sorted by σ
+  first, so few chunks are slow. Up to ``1/σ = 2`` (:func:`_scaled_log_a_minus_one`)
+  series nodes are summed through order-free moments and the others with one scale per
+  cell, one ``expm1`` per (order, node); beyond, each order is shifted by its own
+  largest term (:func:`_shared_log_a_minus_one`, one ``expm1`` and one ``exp``).
 * **other fractional orders** use the elementwise quadrature.
 """
 
@@ -33,7 +37,8 @@ from jaxrdp import _logmath, _quadrature
 
 SHARED_MAX_ORDER = 12.0
 #: ``(largest 1/σ, panels, nodes per panel)`` of the shared quadrature, cheapest first;
-#: each tier was checked against the elementwise quadrature to ~3e-14 relative.
+#: each tier was checked against the elementwise quadrature to ~3e-14 relative (tiers
+#: up to :data:`_SCALED_MAX_S` in ``tests/test_kernels.py``).
 SHARED_TIERS = ((1.3, 4, 28), (2.0, 6, 28), (3.4, 12, 28))
 _CELLS_PER_CHUNK = 256
 #: Tiers up to this ``1/σ`` use :func:`_scaled_log_a_minus_one`.
