@@ -49,7 +49,6 @@ _SCALED_MAX_S = 2.0
 #: underflows drops less than ``e^{−1416+1300}``).
 _SPLIT_EXPONENT = 600.0
 _SCALED_MAX_EXPONENT = 1300.0
-_EXPM1_CAP = 300.0  # float64 only: exp(300) leaves room for the weights
 
 
 class OrderPlan:
@@ -156,39 +155,6 @@ def _integer_group(z, log1m_q, alphas: tuple[int, ...]):
     return out.T
 
 
-#: Truncation of the shared series: the first omitted term is at most this fraction of
-#: the leading one (the omitted terms fall geometrically by a ratio ≤ radius).
-_SERIES_TAIL = 2.0**-60
-
-
-@functools.lru_cache(maxsize=64)
-def _series_coefficients_cached(alphas: tuple[float, ...], radius: float) -> np.ndarray:
-    alpha = np.asarray(alphas, dtype=np.float64)[:, None]
-    # c_j = C(α, j)/C(α, 2) = Π_{i=2}^{j−1} (α − i)/(i + 1), j = 2, 3, …
-    ratios = [np.ones_like(alpha)]
-    j = 2
-    while True:
-        ratios.append(ratios[-1] * (alpha - j) / (j + 1))
-        j += 1
-        # |c_j x^{j−2}| for the first omitted j, at the largest |x| = radius; beyond it
-        # |c_{j+1}/c_j|·|x| = |α − j|/(j + 1)·radius ≤ radius once j ≥ α.
-        if j > alpha.max() and np.max(np.abs(ratios[-1])) * radius ** (j - 2) <= _SERIES_TAIL:
-            ratios.pop()
-            break
-    return np.concatenate(ratios, axis=1)
-
-
-def _series_coefficients(alpha: np.ndarray, radius: float) -> np.ndarray:
-    """Coefficients ``C(α, j)/C(α, 2)``, ``j = 2 … m``, of ``g/(C(α,2)x²)`` as a series in x.
-
-    Static per order vector, so each node costs ``m − 2`` multiply-adds per order
-    (instead of recomputing the ratios). ``m`` is the smallest count whose first omitted
-    term is below ``2⁻⁶⁰`` of the leading one for every order at ``|x| = radius``; the
-    omitted tail then sums to less than ``2⁻⁶⁰/(1 − radius)``.
-    """
-    return _series_coefficients_cached(tuple(float(a) for a in alpha), float(radius))
-
-
 def _shared_cover(s, alpha_max: float, cfg):
     """Interval ``[L, R]`` in ``t`` holding the mass of ``A_α − 1`` for every order ≤ α_max.
 
@@ -256,48 +222,25 @@ def _shared_log_a_minus_one(
     """
     cfg = _quadrature.FLOAT64_CONFIG
     alpha = np.asarray(alphas, dtype=np.float64)
-    radius = cfg.series_radius
-    t, base, parts, small = _shared_nodes(q, log_q, log1m_q, s, float(alpha.max()), n_panels, n_nodes)
-    xs = jnp.where(small, parts.x, 0.0)
-    # log of g's prefactor: C(α,2)·x² on series nodes (C(α,2) added per order), 1 + x else.
-    log_pre = base + jnp.where(small, 2.0 * parts.log_abs_x, parts.log1p_x)
-    lp, y = parts.log1p_x, parts.x_over_1px
-    # The first and last node of every panel give a shift within a few nats of the
-    # maximum (λ(t) + (t − c)²/2 is convex away from x = 0), so the sum needs no max pass.
-    n = n_nodes
-    ends = np.concatenate([np.arange(0, t.shape[1], n), np.arange(n - 1, t.shape[1], n)])
+    t, base, parts, _ = _shared_nodes(q, log_q, log1m_q, s, float(alpha.max()), n_panels, n_nodes)
+    coef = _logmath.series_coefficients(alphas, cfg.series_radius)  # (G, m) constants
 
-    coef = _series_coefficients(alpha, radius)  # (G, m) static constants
+    def log_terms(a, c, parts):  # g = exp(lead)·factor, for orders a
+        return _logmath.excess_factors(
+            parts, a, series_terms=0, series_radius=cfg.series_radius, coefficients=c
+        )
 
-    def log_terms(a, c, xs, small, lp, y, log_pre):
-        """Leading log factor and positive remainder of each term, for orders ``a``.
-
-        ``c[j]`` is the coefficient of ``x^j`` of the series of ``g/(C(α,2)x²)``.
-        """
-        beta = a - 1.0
-        acc = c[-1]
-        for j in range(len(c) - 2, -1, -1):
-            acc = c[j] + xs * acc
-        # (1 + x)·[expm1(βL) − βy] = g, with βL capped against overflow (beyond the cap
-        # expm1 dwarfs βy, so the excess moves into the log-scale term).
-        b = beta * lp
-        b_c = jnp.minimum(b, _EXPM1_CAP)
-        factor = jnp.where(small, acc, jnp.expm1(b_c) - beta * y)
-        lead = log_pre + jnp.where(small, jnp.log(0.5 * a * beta), b - b_c)
-        return lead, factor
-
-    node_arrays = (xs, small, lp, y, log_pre)
-    at_ends = [v[:, None, ends] for v in node_arrays]  # (C, 1, E)
-    lead, factor = log_terms(
-        alpha[None, :, None], [col[None, :, None] for col in coef.T], *at_ends
-    )  # (C, G, E)
-    shift = jnp.max(lead + jnp.log(factor), axis=-1)
-    shift = jax.lax.stop_gradient(jnp.where(jnp.isfinite(shift), shift, 0.0))
+    # One order at a time: each step works on a cache-sized (C, N) slab that XLA fuses
+    # into a single pass (the whole (C, G, N) block would be materialised).
+    ends = _logmath.panel_ends(t.shape[1], n_nodes)
+    at_ends = _logmath.NodeParts(*(v[:, None, ends] for v in parts))  # (C, 1, E)
+    lead, factor = log_terms(alpha[None, :, None], [col[None, :, None] for col in coef.T], at_ends)
+    shift = _logmath.shift_from_ends(base[:, None, ends] + lead, factor)  # (C, G)
 
     def body(_, order):
         a, c, shift_a = order
-        lead, factor = log_terms(a, [c[j] for j in range(c.shape[0])], *node_arrays)
-        total = jnp.sum(jnp.exp(lead - shift_a[:, None]) * factor, axis=-1)
+        lead, factor = log_terms(a, [c[j] for j in range(c.shape[0])], parts)
+        total = jnp.sum(jnp.exp(base + lead - shift_a[:, None]) * factor, axis=-1)
         return None, jnp.log(total) + shift_a
 
     _, out = jax.lax.scan(body, None, (jnp.asarray(alpha), jnp.asarray(coef), shift.T))
@@ -352,7 +295,7 @@ def _scaled_log_a_minus_one(
         return jnp.exp(log_terms - top[:, None]), top
 
     # Series nodes: moments of x on the weights w·φ·x².
-    coef = _series_coefficients(alpha, cfg.series_radius)  # (G, m)
+    coef = _logmath.series_coefficients(alphas, cfg.series_radius)  # (G, m)
     xs = jnp.where(small, parts.x, 0.0)
     e_s, top_s = scaled(jnp.where(small, base + 2.0 * parts.log_abs_x, -jnp.inf))
     moments = []
