@@ -8,8 +8,8 @@ accounting uses them, most of the work can be shared across orders:
   Sec. 3.3, Case I) written for ``A_α − 1`` so that every term is non-negative:
   ``A_α − 1 = Σ_{k=2}^{α} C(α,k) q^k (1−q)^{α−k} expm1(k(k−1)/2σ²)``. The binomial
   coefficients are exact constants built once per order vector; the order-free part
-  ``log expm1(k(k−1)/2σ²) + k·log(q/(1−q))`` is computed once per cell for every ``k``
-  and shared by all orders, so each term costs one add and one ``exp``.
+  ``log expm1(k(k−1)/2σ²) + k·log q`` is computed once per cell for every ``k`` and
+  shared by all orders.
 * **fractional orders up to** :data:`SHARED_MAX_ORDER` share one set of Gauss–Legendre
   nodes per cell, laid over an interval that provably holds the mass of every one of
   them (see :func:`_shared_cover`) and anchored so that the crossover point ``t₁`` is a
@@ -105,9 +105,11 @@ def _log_binomials(alphas: tuple[int, ...]) -> np.ndarray:
 def _integer_log_a_minus_one(log_q, log1m_q, s, groups: tuple[tuple[int, ...], ...]):
     """log(A_α − 1) for integer orders by the exact non-negative binomial sum.
 
-    The log-term of order α is ``z_k + log C(α, k) + α·log(1 − q)`` with the order-free
-    ``z_k = log expm1(k(k−1)s²/2) + k·log(q/(1 − q))``, computed once per cell for every
-    ``k`` up to the largest order and shared by all groups.
+    The log-term of order α is ``u_k + log C(α, k) + (α − k)·log(1 − q)`` with the
+    order-free ``u_k = log expm1(k(k−1)s²/2) + k·log q``, computed once per cell for every
+    ``k`` up to the largest order and shared by all groups. (Writing the last part as
+    ``k·log(q/(1 − q)) + α·log(1 − q)`` would save a multiply but cancel badly for ``q``
+    near 1, where the dominant terms have ``k ≈ α``.)
 
     Args:
       log_q, log1m_q, s: arrays of shape ``(C,)``.
@@ -122,29 +124,31 @@ def _integer_log_a_minus_one(log_q, log1m_q, s, groups: tuple[tuple[int, ...], .
     # expm1(k(k−1)s²/2) is shared by every order; −inf for k < 2 (those terms cancel).
     safe = np.where(half_kk > 0, half_kk, 1.0)
     log_e = jnp.where(half_kk > 0, _logmath.log_expm1(safe * (s * s)[:, None]), -jnp.inf)
-    z = log_e + k * (log_q - log1m_q)[:, None]  # (C, K)
-    return [_integer_group(z, log1m_q, alphas) for alphas in groups]
+    u = log_e + k * log_q[:, None]  # (C, K)
+    return [_integer_group(u, log1m_q, alphas) for alphas in groups]
 
 
-def _integer_group(z, log1m_q, alphas: tuple[int, ...]):
+def _integer_group(u, log1m_q, alphas: tuple[int, ...]):
     """One size class of :func:`_integer_log_a_minus_one` → ``(C, G)``."""
     log_binom = _log_binomials(alphas)  # (G, K) constants
     n_terms = log_binom.shape[1]
-    z = z[:, :n_terms]
+    u = u[:, :n_terms]
+    k = np.arange(n_terms, dtype=np.float64)
     # Shift by the largest of every 8th term and the last one instead of a max pass: the
     # log-terms are concave where they have interior maxima, with curvature at most
     # α/(k(α−k)) ≤ 1 there, so the true maximum is within 8 nats of the shift.
     stride = 8
-    z_sample = z[:, 2::stride]
+    u_sample, k_sample = u[:, 2::stride], k[2::stride]
+    log1m_q = log1m_q[:, None]
 
     def body(_, order):
         alpha, row, last = order
-        offset = alpha * log1m_q  # (C,)
-        top = z[:, last] + row[last]  # the k = α term, less the offset
-        shift = jnp.maximum(jnp.max(z_sample + row[2::stride], axis=-1), top)
+        top = u[:, last] + row[last]  # the k = α term
+        sample = u_sample + row[2::stride] + (alpha - k_sample) * log1m_q
+        shift = jnp.maximum(jnp.max(sample, axis=-1), top)
         shift = jnp.where(jnp.isfinite(shift), shift, 0.0)
-        total = jnp.sum(jnp.exp(z + row - shift[:, None]), axis=-1)
-        return None, jnp.log(total) + shift + offset
+        terms = u + row + (alpha - k) * log1m_q
+        return None, jnp.log(jnp.sum(jnp.exp(terms - shift[:, None]), axis=-1)) + shift
 
     orders = (
         jnp.asarray(alphas, dtype=jnp.float64),
