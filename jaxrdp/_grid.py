@@ -313,7 +313,7 @@ def _scaled_log_a_minus_one(
     )
 
     # Other nodes: weights w·φ·(1 + x); L and y are 0 on series nodes, so g's factor is 0.
-    log_p, top_e = jnp.where(small, -jnp.inf, base + parts.log1p_x), None
+    log_p = jnp.where(small, -jnp.inf, base + parts.log1p_x)
     p_e, top_e = scaled(log_p)
     root_p = jnp.exp(0.5 * (log_p - top_e[:, None]))  # √P: representable where P is not
     lp = jnp.where(small, 0.0, parts.log1p_x)
@@ -339,9 +339,9 @@ def _scaled_log_a_minus_one(
     beta = alpha - 1.0
     direct = beta * (exponent_max / (alpha_max - 1.0)) <= _SPLIT_EXPONENT
     blocks, order = [], []
-    for group in (direct, ~direct):
+    for group, split in ((direct, False), (~direct, True)):
         if group.any():
-            blocks.append(sums(beta[group], split=not direct[group].all()))
+            blocks.append(sums(beta[group], split))
             order.append(np.flatnonzero(group))
     other = jnp.concatenate(blocks, axis=-1)[:, np.argsort(np.concatenate(order))]
     log_other = top_e[:, None] + _logmath.log_positive(other)
