@@ -5,6 +5,11 @@ Run from the repository root::
     python benchmarks/bench_rdp_grid.py            # CPU, 24×24 grid, dp_accounting on 64 cells
     python benchmarks/bench_rdp_grid.py --gpu      # also a 1024×1024 grid in float64 on the GPU
     python benchmarks/bench_rdp_grid.py --float32  # also the grid in float32 under jit
+    python benchmarks/bench_rdp_grid.py --geometric --n 32 --ab HEAD~3  # A/B against a revision
+
+``--geometric`` uses the issue-10 grid (q and σ geometric in [1e-4, 0.1] × [0.5, 10]);
+``--ab REV`` also times the shared-order core (``_grid.log_a_minus_one``) of git revision
+``REV`` against the working tree's, interleaved in this process, and prints the ratio.
 
 Correctness is checked first, on the same cells: integer orders must agree to 1e-9
 relative (where dp_accounting's own float64 sum is exact, i.e. log A > 1e-3), and on
@@ -25,9 +30,9 @@ import numpy as np
 import jaxrdp
 from _common import DP_ORDERS, best_of
 
-def _grid(n):
+def _grid(n, geometric=False):
     q = np.geomspace(1e-4, 0.1, n)
-    sigma = np.linspace(0.8, 10.0, n)
+    sigma = np.geomspace(0.5, 10.0, n) if geometric else np.linspace(0.8, 10.0, n)
     qq, ss = np.meshgrid(q, sigma, indexing="ij")
     return qq.ravel(), ss.ravel()
 
@@ -41,6 +46,8 @@ def main() -> None:
     parser.add_argument(
         "--float32", action="store_true", help="also the grid in float32 (in-graph kernel)"
     )
+    parser.add_argument("--geometric", action="store_true", help="σ geometric in [0.5, 10]")
+    parser.add_argument("--ab", metavar="REV", help="also time _grid of git revision REV")
     args = parser.parse_args()
 
     import logging
@@ -48,7 +55,7 @@ def main() -> None:
     logging.getLogger("absl").setLevel(logging.ERROR)  # its "failed to converge" warnings
     from dp_accounting.rdp import rdp_privacy_accountant as dp_rdp
 
-    q, sigma = _grid(args.n)
+    q, sigma = _grid(args.n, args.geometric)
     rng = np.random.default_rng(0)
     pick = rng.choice(q.size, size=min(args.reference_cells, q.size), replace=False)
 
@@ -82,7 +89,8 @@ def main() -> None:
     assert frac_ok, "jaxrdp exceeds dp_accounting's fractional bound"
 
     print(f"jax {jax.__version__} on {jax.devices()[0].platform}: {platform.processor() or platform.machine()}")
-    print(f"grid: q in [1e-4, 0.1] × σ in [0.8, 10], {len(DP_ORDERS)} orders (dp_accounting defaults)")
+    span = "geometric in [0.5, 10]" if args.geometric else "in [0.8, 10]"
+    print(f"grid: q in [1e-4, 0.1] × σ {span}, {len(DP_ORDERS)} orders (dp_accounting defaults)")
     print(f"agreement on {len(pick)} shared cells: integer orders max rel diff {int_err:.1e}; "
           f"fractional orders: {n_inf} of dp_accounting's values are +inf, {n_below} are below "
           f"jaxrdp's exact value (by up to {worst_below:.1e} rel.), and they exceed it by up to "
@@ -91,6 +99,9 @@ def main() -> None:
     print(f"{'dp_accounting':24s}{t_dp * 1e3:10.2f}ms{1 / t_dp:12.1f}")
     print(f"{'jaxrdp (' + str(q.size) + ' cells)':24s}{t_ours * 1e6:10.1f}us{1 / t_ours:12.0f}")
     print(f"ratio (throughput): {t_dp / t_ours:.0f}x    [first call incl. compile: {t_first:.2f} s]")
+
+    if args.ab:
+        _ab(args.ab, q, sigma, args.repeats)
 
     if args.float32:
         import jax.numpy as jnp
@@ -121,6 +132,46 @@ def main() -> None:
         t = best_of(run, 3)
         print(f"{n}×{n} grid × {len(DP_ORDERS)} orders, float64 on {jax.devices()[0]}: "
               f"{t:.3f} s (first call {t_first:.2f} s)")
+
+
+def _ab(rev, q, sigma, repeats):
+    """Shared-order core of revision ``rev`` vs the working tree, interleaved best-of."""
+    import functools
+    import importlib.util
+    import os
+    import subprocess
+    import tempfile
+
+    from jaxrdp import _grid
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    source = subprocess.run(
+        ["git", "show", f"{rev}:jaxrdp/_grid.py"], cwd=root, check=True, capture_output=True, text=True
+    ).stdout
+    with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as fh:
+        fh.write(source)
+    spec = importlib.util.spec_from_file_location("_grid_" + rev.replace("~", "_"), fh.name)
+    old = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(old)
+    os.unlink(fh.name)
+    frac = DP_ORDERS != np.round(DP_ORDERS)
+    print(f"A/B of the shared-order core (log(A-1) only), {rev} vs working tree:")
+    with jax.enable_x64(True):
+        qj, sj = jax.numpy.asarray(q), jax.numpy.asarray(sigma)
+        for name, orders in (("all", DP_ORDERS), ("integer", DP_ORDERS[~frac]), ("fractional", DP_ORDERS[frac])):
+            fns = [
+                jax.jit(functools.partial(mod.log_a_minus_one, plan=mod.OrderPlan(tuple(orders.tolist()))))
+                for mod in (old, _grid)
+            ]
+            outs = [np.asarray(f(qj, sj)) for f in fns]
+            diff = np.max(np.abs(outs[1] - outs[0]) / np.maximum(1.0, np.abs(outs[0])))
+            times = [[], []]
+            for _ in range(repeats):
+                for i, f in enumerate(fns):
+                    times[i].append(best_of(lambda: f(qj, sj), 3) / q.size)
+            t_old, t_new = (min(t) for t in times)
+            print(f"  {name:11s}{len(orders):4d} orders: {t_old * 1e6:8.1f}us -> {t_new * 1e6:8.1f}us per cell"
+                  f"  ({t_old / t_new:.2f}x; max rel. diff of log(A-1) {diff:.1e})")
 
 
 if __name__ == "__main__":

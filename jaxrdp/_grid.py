@@ -7,16 +7,20 @@ accounting uses them, most of the work can be shared across orders:
 * **integer orders** use the exact binomial expansion (Mironov–Talwar–Zhang 2019,
   Sec. 3.3, Case I) written for ``A_α − 1`` so that every term is non-negative:
   ``A_α − 1 = Σ_{k=2}^{α} C(α,k) q^k (1−q)^{α−k} expm1(k(k−1)/2σ²)``. The binomial
-  coefficients are exact constants built once per order vector; the factor
-  ``expm1(k(k−1)/2σ²)`` is computed once per cell and shared by all orders.
+  coefficients are exact constants built once per order vector; the order-free part
+  ``log expm1(k(k−1)/2σ²) + k·log q`` is computed once per cell for every ``k`` and
+  shared by all orders.
 * **fractional orders up to** :data:`SHARED_MAX_ORDER` share one set of Gauss–Legendre
   nodes per cell, laid over an interval that provably holds the mass of every one of
   them (see :func:`_shared_cover`) and anchored so that the crossover point ``t₁`` is a
-  panel end. Per (order, node) the cost is one ``expm1`` and one ``exp``. The number of
-  panels grows with ``1/σ`` (the integrand's complex singularities at ``t₁ ± iπσ`` come
-  closer to the real axis and the cover grows): each chunk of cells takes the tier of
-  :data:`SHARED_TIERS` its largest ``1/σ`` needs, and chunks beyond the last tier use the
-  elementwise quadrature. Cells are sorted by σ first, so few chunks are slow.
+  panel end. The number of panels grows with ``1/σ`` (the integrand's complex
+  singularities at ``t₁ ± iπσ`` come closer to the real axis and the cover grows): each
+  chunk of cells takes the tier of :data:`SHARED_TIERS` its largest ``1/σ`` needs, and
+  chunks beyond the last tier use the elementwise quadrature. Cells are sorted by σ
+  first, so few chunks are slow. Up to ``1/σ = 2`` (:func:`_scaled_log_a_minus_one`)
+  series nodes are summed through order-free moments and the others with one scale per
+  cell, one ``expm1`` per (order, node); beyond, each order is shifted by its own
+  largest term (:func:`_shared_log_a_minus_one`, one ``expm1`` and one ``exp``).
 * **other fractional orders** use the elementwise quadrature.
 """
 
@@ -33,10 +37,18 @@ from jaxrdp import _logmath, _quadrature
 
 SHARED_MAX_ORDER = 12.0
 #: ``(largest 1/σ, panels, nodes per panel)`` of the shared quadrature, cheapest first;
-#: each tier was checked against the elementwise quadrature to ~3e-14 relative.
+#: each tier was checked against the elementwise quadrature to ~3e-14 relative (tiers
+#: up to :data:`_SCALED_MAX_S` in ``tests/test_kernels.py``).
 SHARED_TIERS = ((1.3, 4, 28), (2.0, 6, 28), (3.4, 12, 28))
 _CELLS_PER_CHUNK = 256
-_EXPM1_CAP = 300.0  # float64 only: exp(300) leaves room for the weights
+#: Tiers up to this ``1/σ`` use :func:`_scaled_log_a_minus_one`.
+_SCALED_MAX_S = 2.0
+#: :func:`_scaled_log_a_minus_one`: ``b = βL`` up to which ``P·expm1(b)`` is computed
+#: directly (a ``P`` that underflows then drops less than ``e^{−708+600}``), and the
+#: largest ``b`` a tier may reach (``u = expm1(b/2)`` stays finite, and a ``√P`` that
+#: underflows drops less than ``e^{−1416+1300}``).
+_SPLIT_EXPONENT = 600.0
+_SCALED_MAX_EXPONENT = 1300.0
 
 
 class OrderPlan:
@@ -90,37 +102,52 @@ def _log_binomials(alphas: tuple[int, ...]) -> np.ndarray:
     return table
 
 
-def _integer_log_a_minus_one(log_q, log1m_q, s, alphas: tuple[int, ...]):
+def _integer_log_a_minus_one(log_q, log1m_q, s, groups: tuple[tuple[int, ...], ...]):
     """log(A_α − 1) for integer orders by the exact non-negative binomial sum.
+
+    The log-term of order α is ``u_k + log C(α, k) + (α − k)·log(1 − q)`` with the
+    order-free ``u_k = log expm1(k(k−1)s²/2) + k·log q``, computed once per cell for every
+    ``k`` up to the largest order and shared by all groups. (Writing the last part as
+    ``k·log(q/(1 − q)) + α·log(1 − q)`` would save a multiply but cancel badly for ``q``
+    near 1, where the dominant terms have ``k ≈ α``.)
 
     Args:
       log_q, log1m_q, s: arrays of shape ``(C,)``.
-      alphas: static integer orders, ``G`` of them.
+      groups: static integer orders in size classes (``G_i`` orders each).
 
     Returns:
-      Array ``(C, G)``.
+      List of arrays ``(C, G_i)``, one per group.
     """
-    log_binom = _log_binomials(alphas)  # (G, K) constants
-    n_terms = log_binom.shape[1]
-    k = np.arange(n_terms, dtype=np.float64)
+    n_all = max(max(alphas) for alphas in groups) + 1
+    k = np.arange(n_all, dtype=np.float64)
     half_kk = 0.5 * k * (k - 1.0)  # (K,)
     # expm1(k(k−1)s²/2) is shared by every order; −inf for k < 2 (those terms cancel).
     safe = np.where(half_kk > 0, half_kk, 1.0)
     log_e = jnp.where(half_kk > 0, _logmath.log_expm1(safe * (s * s)[:, None]), -jnp.inf)
-    shared = log_e + k * log_q[:, None]  # (C, K): everything but C(α,k) and (1−q)^{α−k}
+    u = log_e + k * log_q[:, None]  # (C, K)
+    return [_integer_group(u, log1m_q, alphas) for alphas in groups]
 
+
+def _integer_group(u, log1m_q, alphas: tuple[int, ...]):
+    """One size class of :func:`_integer_log_a_minus_one` → ``(C, G)``."""
+    log_binom = _log_binomials(alphas)  # (G, K) constants
+    n_terms = log_binom.shape[1]
+    u = u[:, :n_terms]
+    k = np.arange(n_terms, dtype=np.float64)
     # Shift by the largest of every 8th term and the last one instead of a max pass: the
     # log-terms are concave where they have interior maxima, with curvature at most
     # α/(k(α−k)) ≤ 1 there, so the true maximum is within 8 nats of the shift.
     stride = 8
-    sample = np.arange(2, n_terms, stride)
+    u_sample, k_sample = u[:, 2::stride], k[2::stride]
+    log1m_q = log1m_q[:, None]
 
     def body(_, order):
         alpha, row, last = order
-        terms = shared + row + (alpha - k) * log1m_q[:, None]
-        top = shared[:, last] + row[last]  # the k = α term
-        shift = jnp.maximum(jnp.max(terms[:, sample], axis=-1), top)
+        top = u[:, last] + row[last]  # the k = α term
+        sample = u_sample + row[2::stride] + (alpha - k_sample) * log1m_q
+        shift = jnp.maximum(jnp.max(sample, axis=-1), top)
         shift = jnp.where(jnp.isfinite(shift), shift, 0.0)
+        terms = u + row + (alpha - k) * log1m_q
         return None, jnp.log(jnp.sum(jnp.exp(terms - shift[:, None]), axis=-1)) + shift
 
     orders = (
@@ -146,22 +173,21 @@ def _shared_cover(s, alpha_max: float, cfg):
     return -reach * jnp.ones_like(s), alpha_max * s + reach
 
 
-def _shared_log_a_minus_one(
-    q, log_q, log1m_q, s, alphas: tuple[float, ...], n_panels: int, n_nodes: int
-):
-    """log(A_α − 1) for small fractional orders on nodes shared across orders.
+def _shared_nodes(q, log_q, log1m_q, s, alpha_max: float, n_panels: int, n_nodes: int):
+    """Gauss–Legendre nodes shared by every order ``≤ alpha_max`` of each cell.
 
-    Args:
-      q, log_q, log1m_q, s: arrays of shape ``(C,)``.
-      alphas: static orders in ``(1, SHARED_MAX_ORDER]``.
-      n_panels, n_nodes: static Gauss–Legendre panels over the cover and nodes per panel.
+    ``n_panels`` equal panels over :func:`_shared_cover`, shifted so that the crossover
+    ``t₁`` is a panel end (panels sticking out of the cover are clipped to it).
 
     Returns:
-      Array ``(C, G)``.
+      ``(t, base, parts, small)``, each ``(C, N)`` with ``N = n_panels·n_nodes``: nodes,
+      log weight plus log normal density, :class:`_logmath.NodeParts` of ``x`` and the
+      mask of the nodes where ``g`` is summed as a series (``|x| ≤ series_radius``). In
+      the shared bucket ``x_c = min(radius, 0.5/α) = radius`` for every order, so the
+      split between the series and the expm1 form of ``g`` is the same for all orders.
     """
     cfg = _quadrature.FLOAT64_CONFIG
-    alpha = np.asarray(alphas, dtype=np.float64)
-    lo, hi = _shared_cover(s, float(alpha.max()), cfg)
+    lo, hi = _shared_cover(s, alpha_max, cfg)
     lo, hi = jax.lax.stop_gradient(lo), jax.lax.stop_gradient(hi)
     t1 = jax.lax.stop_gradient((log1m_q - log_q + 0.5 * s * s) / s)
     width = (hi - lo) / (n_panels - 1)
@@ -177,55 +203,149 @@ def _shared_log_a_minus_one(
     log_w = _logmath.log_positive(half)[..., None] + np.log(weights)
     t = t.reshape(t.shape[0], -1)
     log_w = log_w.reshape(t.shape)
-
     s_ = s[:, None]
-
-    # One order at a time: each step works on a cache-sized (C, N) slab that XLA fuses
-    # into a single pass (the whole (C, G, N) block would be materialised). In this
-    # bucket x_c = min(r, 0.5/α) = r for every order, so the split between the series
-    # and the expm1 form of g is the same for all orders and is prepared once per node.
     parts = _logmath.node_parts(s_ * t - 0.5 * s_ * s_, q[:, None], log_q[:, None])
     base = log_w + _logmath.log_normal_pdf(t)
-    radius = cfg.series_radius
-    assert radius <= 0.5 / SHARED_MAX_ORDER
-    small = parts.log_abs_x <= np.log(radius)  # exact even where x is capped
-    xs = jnp.where(small, parts.x, 0.0)
-    # log of g's prefactor: C(α,2)·x² on series nodes (C(α,2) added per order), 1 + x else.
-    log_pre = base + jnp.where(small, 2.0 * parts.log_abs_x, parts.log1p_x)
-    lp, y = parts.log1p_x, parts.x_over_1px
-    # The first and last node of every panel give a shift within a few nats of the
-    # maximum (λ(t) + (t − c)²/2 is convex away from x = 0), so the sum needs no max pass.
-    n = n_nodes
-    ends = np.concatenate([np.arange(0, t.shape[1], n), np.arange(n - 1, t.shape[1], n)])
+    assert cfg.series_radius <= 0.5 / SHARED_MAX_ORDER
+    small = parts.log_abs_x <= np.log(cfg.series_radius)  # exact even where x is capped
+    return t, base, parts, small
 
-    def log_terms(a, xs, small, lp, y, log_pre):
-        """Leading log factor and positive remainder of each term, for orders ``a``."""
-        beta = a - 1.0
-        acc = jnp.ones_like(xs * a)
-        for j in range(cfg.series_terms - 1, 1, -1):
-            acc = 1.0 + ((a - j) / (j + 1)) * (xs * acc)
-        # (1 + x)·[expm1(βL) − βy] = g, with βL capped against overflow (beyond the cap
-        # expm1 dwarfs βy, so the excess moves into the log-scale term).
-        b = beta * lp
-        b_c = jnp.minimum(b, _EXPM1_CAP)
-        factor = jnp.where(small, acc, jnp.expm1(b_c) - beta * y)
-        lead = log_pre + jnp.where(small, jnp.log(0.5 * a * beta), b - b_c)
-        return lead, factor
 
-    node_arrays = (xs, small, lp, y, log_pre)
-    at_ends = [v[:, None, ends] for v in node_arrays]  # (C, 1, E)
-    lead, factor = log_terms(alpha[None, :, None], *at_ends)  # (C, G, E)
-    shift = jnp.max(lead + jnp.log(factor), axis=-1)
-    shift = jax.lax.stop_gradient(jnp.where(jnp.isfinite(shift), shift, 0.0))
+def _shared_log_a_minus_one(
+    q, log_q, log1m_q, s, alphas: tuple[float, ...], n_panels: int, n_nodes: int
+):
+    """log(A_α − 1) for small fractional orders on nodes shared across orders.
+
+    Args:
+      q, log_q, log1m_q, s: arrays of shape ``(C,)``.
+      alphas: static orders in ``(1, SHARED_MAX_ORDER]``.
+      n_panels, n_nodes: static Gauss–Legendre panels over the cover and nodes per panel.
+
+    Returns:
+      Array ``(C, G)``.
+    """
+    cfg = _quadrature.FLOAT64_CONFIG
+    alpha = np.asarray(alphas, dtype=np.float64)
+    t, base, parts, _ = _shared_nodes(q, log_q, log1m_q, s, float(alpha.max()), n_panels, n_nodes)
+    coef = _logmath.series_coefficients(alphas, cfg.series_radius)  # (G, m) constants
+
+    def log_terms(a, c, parts):  # g = exp(lead)·factor, for orders a
+        return _logmath.excess_factors(
+            parts, a, series_terms=0, series_radius=cfg.series_radius, coefficients=c
+        )
+
+    # One order at a time: each step works on a cache-sized (C, N) slab that XLA fuses
+    # into a single pass (the whole (C, G, N) block would be materialised).
+    ends = _logmath.panel_ends(t.shape[1], n_nodes)
+    at_ends = _logmath.NodeParts(*(v[:, None, ends] for v in parts))  # (C, 1, E)
+    lead, factor = log_terms(alpha[None, :, None], [col[None, :, None] for col in coef.T], at_ends)
+    shift = _logmath.shift_from_ends(base[:, None, ends] + lead, factor)  # (C, G)
 
     def body(_, order):
-        a, shift_a = order
-        lead, factor = log_terms(a, *node_arrays)
-        total = jnp.sum(jnp.exp(lead - shift_a[:, None]) * factor, axis=-1)
+        a, c, shift_a = order
+        lead, factor = log_terms(a, [c[j] for j in range(c.shape[0])], parts)
+        total = jnp.sum(jnp.exp(base + lead - shift_a[:, None]) * factor, axis=-1)
         return None, jnp.log(total) + shift_a
 
-    _, out = jax.lax.scan(body, None, (jnp.asarray(alpha), shift.T))
+    _, out = jax.lax.scan(body, None, (jnp.asarray(alpha), jnp.asarray(coef), shift.T))
     return out.T
+
+
+def _scaled_log_a_minus_one(
+    q, log_q, log1m_q, s, alphas: tuple[float, ...], n_panels: int, n_nodes: int, s_max: float
+):
+    """log(A_α − 1) like :func:`_shared_log_a_minus_one`, for cells with ``1/σ ≤ s_max``.
+
+    The sum is split by the node's branch of ``g`` and rearranged so that the work per
+    (order, node) is one ``expm1`` and a few multiply-adds:
+
+    * **series nodes** (``|x| ≤ r``): ``g = C(α,2)·x²·Σ_j c_j(α) x^{j−2}``, so their sum
+      is ``C(α,2)·Σ_j c_j(α)·M_j`` with the order-free moments
+      ``M_j = Σ_n w_n φ(t_n) x_n² · x_n^{j−2}`` (scaled by their largest term). The
+      ``j = 2`` moment dominates the others, ``|c_j M_j| ≤ |c_j| r^{j−2} M_2``, so the
+      combination loses nothing to cancellation.
+    * **other nodes**: ``g = (1 + x)·[expm1(βL) − βy]``; the order-free weight
+      ``P_n = w_n φ(t_n)(1 + x_n)`` is scaled once per cell by its largest value (so
+      ``P_n ≤ 1``), and the order-dependent factor needs no shift of its own: for
+      ``1/σ ≤ s_max`` and ``α ≤ SHARED_MAX_ORDER`` every node lies at
+      ``t ≤ α_max·s_max + reach``, where ``b = βL ≤ β_max·(s_max·t + log 2)``, which the
+      static check keeps below :data:`_SCALED_MAX_EXPONENT`. ``P·expm1(b)`` is formed
+      directly up to ``b = 600`` and as ``(√P·u)·(√P·(u + 2))``, ``u = expm1(b/2)``,
+      beyond, so no factor overflows. What underflows (``P`` below ``e^{−708}`` with
+      ``b ≤ 600``, or ``√P`` below ``e^{−708}`` with ``b ≤ 1300``) is below ``e^{−100}``,
+      while the sum is at least its largest-weight term, ``P = 1`` times
+      ``g(x)/(1 + x) ≥ C(α,2)·r²/2`` at ``|x| > r``: nothing in float64.
+
+    Args:
+      q, log_q, log1m_q, s: arrays of shape ``(C,)``, ``s ≤ s_max``.
+      alphas: static orders in ``(1, SHARED_MAX_ORDER]``.
+      n_panels, n_nodes: static panels and nodes per panel.
+      s_max: static largest ``1/σ`` of the tier.
+
+    Returns:
+      Array ``(C, G)``.
+    """
+    cfg = _quadrature.FLOAT64_CONFIG
+    alpha = np.asarray(alphas, dtype=np.float64)
+    alpha_max = float(alpha.max())
+    t, base, parts, small = _shared_nodes(q, log_q, log1m_q, s, alpha_max, n_panels, n_nodes)
+    t_max = alpha_max * s_max + math.sqrt(2.0 * cfg.depth)
+    exponent_max = (alpha_max - 1.0) * (s_max * t_max + math.log(2.0))  # bounds βL
+    assert exponent_max <= _SCALED_MAX_EXPONENT, "tier outside the float64 range"
+
+    def scaled(log_terms):
+        top = jnp.max(log_terms, axis=-1)
+        top = jax.lax.stop_gradient(jnp.where(jnp.isfinite(top), top, 0.0))
+        return jnp.exp(log_terms - top[:, None]), top
+
+    # Series nodes: moments of x on the weights w·φ·x².
+    coef = _logmath.series_coefficients(alphas, cfg.series_radius)  # (G, m)
+    xs = jnp.where(small, parts.x, 0.0)
+    e_s, top_s = scaled(jnp.where(small, base + 2.0 * parts.log_abs_x, -jnp.inf))
+    moments = []
+    power = e_s
+    for _ in range(coef.shape[1]):
+        moments.append(jnp.sum(power, axis=-1))
+        power = power * xs
+    series = jnp.stack(moments, axis=-1) @ jnp.asarray(coef.T)  # (C, G)
+    log_series = (
+        top_s[:, None] + np.log(0.5 * alpha * (alpha - 1.0)) + _logmath.log_positive(series)
+    )
+
+    # Other nodes: weights w·φ·(1 + x); L and y are 0 on series nodes, so g's factor is 0.
+    log_p = jnp.where(small, -jnp.inf, base + parts.log1p_x)
+    p_e, top_e = scaled(log_p)
+    root_p = jnp.exp(0.5 * (log_p - top_e[:, None]))  # √P: representable where P is not
+    lp = jnp.where(small, 0.0, parts.log1p_x)
+    p_y = p_e * jnp.where(small, 0.0, parts.x_over_1px)
+
+    def sums(betas, split: bool):
+        # P·expm1(b) with b = βL, or, where b > _SPLIT_EXPONENT is possible (``split``),
+        # as (√P·u)·(√P·(u + 2)) with u = expm1(b/2) past it, so that no factor
+        # overflows (the product, a term of the sum, is at most the integrand of A_α).
+        def body(_, beta):
+            b = beta * lp
+            if split:
+                big = b > _SPLIT_EXPONENT
+                u = jnp.expm1(jnp.where(big, 0.5 * b, b))
+                excess = jnp.where(big, (root_p * u) * (root_p * (u + 2.0)), p_e * u)
+            else:
+                excess = p_e * jnp.expm1(b)
+            return None, jnp.sum(excess - beta * p_y, axis=-1)
+
+        return jax.lax.scan(body, None, jnp.asarray(betas))[1].T
+
+    # Orders whose b stays below the split point skip the test (static).
+    beta = alpha - 1.0
+    direct = beta * (exponent_max / (alpha_max - 1.0)) <= _SPLIT_EXPONENT
+    blocks, order = [], []
+    for group, split in ((direct, False), (~direct, True)):
+        if group.any():
+            blocks.append(sums(beta[group], split))
+            order.append(np.flatnonzero(group))
+    other = jnp.concatenate(blocks, axis=-1)[:, np.argsort(np.concatenate(order))]
+    log_other = top_e[:, None] + _logmath.log_positive(other)
+    return jnp.logaddexp(log_series, log_other)
 
 
 def _elementwise_log_a_minus_one(q, sigma, alphas: tuple[float, ...]):
@@ -240,31 +360,28 @@ def _chunk_log_a_minus_one(q, sigma, plan: OrderPlan):
     log_q = jnp.log(q)
     log1m_q = jnp.log1p(-q)
     s = 1.0 / sigma
-    blocks = [
-        _integer_log_a_minus_one(log_q, log1m_q, s, tuple(int(a) for a in alphas))
-        for alphas, _ in plan.int_groups
-    ]
+    blocks = []
+    if plan.int_groups:
+        groups = tuple(tuple(int(a) for a in alphas) for alphas, _ in plan.int_groups)
+        blocks += _integer_log_a_minus_one(log_q, log1m_q, s, groups)
     if plan.shared_idx.size:
         shared_alphas = tuple(float(plan.orders[i]) for i in plan.shared_idx)
         tiers = [
             functools.partial(
+                _scaled_log_a_minus_one, q, log_q, log1m_q, s, shared_alphas, panels, nodes, limit
+            )
+            if limit <= _SCALED_MAX_S
+            else functools.partial(
                 _shared_log_a_minus_one, q, log_q, log1m_q, s, shared_alphas, panels, nodes
             )
-            for _, panels, nodes in SHARED_TIERS
+            for limit, panels, nodes in SHARED_TIERS
         ]
         tiers.append(lambda: _elementwise_log_a_minus_one(q, sigma, shared_alphas))
         limits = jnp.asarray([limit for limit, _, _ in SHARED_TIERS])
         tier = jnp.searchsorted(limits, jnp.max(s))  # first tier whose limit covers it
-        # The cheapest tier runs unconditionally (outside control flow XLA fuses and
-        # threads it best); chunks that need more replace it inside a rarely-taken branch.
-        cheapest = tiers[0]()
-        blocks.append(
-            jax.lax.cond(
-                tier == 0,
-                lambda: cheapest,
-                lambda: jax.lax.switch(tier - 1, tiers[1:]),
-            )
-        )
+        # One branch per chunk (measured: as fast as running the cheapest tier outside
+        # control flow now that it is cheap, and chunks that need more no longer pay twice).
+        blocks.append(jax.lax.switch(tier, tiers))
     if plan.other_idx.size:
         other_alphas = tuple(float(plan.orders[i]) for i in plan.other_idx)
         blocks.append(_elementwise_log_a_minus_one(q, sigma, other_alphas))

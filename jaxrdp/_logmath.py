@@ -69,7 +69,9 @@ def series_branch(parts: NodeParts, alpha, series_radius: float):
     return parts.log_abs_x <= jnp.log(jnp.minimum(series_radius, 0.5 / alpha))
 
 
-def excess_factors(parts: NodeParts, alpha, *, series_terms: int, series_radius: float):
+def excess_factors(
+    parts: NodeParts, alpha, *, series_terms: int, series_radius: float, coefficients=None
+):
     """``(log_prefix, factor)`` with ``(1 + x)**alpha − 1 − alpha·x = exp(log_prefix)·factor``.
 
     The excess is non-negative by convexity and vanishes like
@@ -87,6 +89,10 @@ def excess_factors(parts: NodeParts, alpha, *, series_terms: int, series_radius:
       series_terms: static number of series terms.
       series_radius: static upper limit of ``x_c`` (float64: 0.01, costing at most a
         factor 400 = 4e-14 relative; float32: 0.2, a factor 20).
+      coefficients: optional sequence of the series' coefficients ``C(α, j)/C(α, 2)``,
+        ``j = 2, 3, …`` (each broadcastable against ``alpha``; e.g. the rows of
+        :func:`series_coefficients` for static orders), which replace ``series_terms``
+        and save recomputing the ratios at every node.
 
     Returns:
       Two arrays of the broadcast shape: the log prefactor (``-inf`` where ``x == 0``)
@@ -100,9 +106,14 @@ def excess_factors(parts: NodeParts, alpha, *, series_terms: int, series_radius:
     # Series: g = C(alpha, 2) x^2 [1 + r_2 x (1 + r_3 x (1 + ...))],
     # r_j = (alpha - j) / (j + 1) = C(alpha, j + 1) / C(alpha, j).
     xs = jnp.where(small, x, 0.0)
-    acc = jnp.ones_like(xs * alpha)
-    for j in range(series_terms - 1, 1, -1):
-        acc = 1.0 + (alpha - j) * (1.0 / (j + 1)) * xs * acc
+    if coefficients is None:
+        acc = jnp.ones_like(xs * alpha)
+        for j in range(series_terms - 1, 1, -1):
+            acc = 1.0 + (alpha - j) * (1.0 / (j + 1)) * xs * acc
+    else:
+        acc = coefficients[-1] * jnp.ones_like(xs)
+        for c in coefficients[-2::-1]:
+            acc = c + xs * acc
 
     # Elsewhere: g / (1 + x) = expm1(b) − β·x/(1 + x), with b capped against overflow
     # (beyond the cap expm1(b) dwarfs the subtracted term, so the excess is added back).
@@ -118,6 +129,56 @@ def excess_factors(parts: NodeParts, alpha, *, series_terms: int, series_radius:
         parts.log1p_x + (b - b_c),
     )
     return log_prefix, factor
+
+
+#: Truncation of :func:`series_coefficients`: the first omitted term is at most this
+#: fraction of the leading one.
+SERIES_TAIL = 2.0**-60
+
+
+@functools.lru_cache(maxsize=64)
+def series_coefficients(alphas: tuple[float, ...], radius: float) -> np.ndarray:
+    """Coefficients ``C(α, j)/C(α, 2)``, ``j = 2 … m``, of ``g/(C(α,2)x²)`` as a series in x.
+
+    ``c_j = Π_{i=2}^{j−1} (α − i)/(i + 1)``, in float64 for static orders. ``m`` is the
+    smallest count with ``m ≥ max α`` whose first omitted term is below
+    :data:`SERIES_TAIL` of the leading one for every order at ``|x| = radius``; beyond it
+    the terms fall by a ratio ``|α − j|/(j + 1)·|x| ≤ radius``, so the omitted tail sums
+    to less than ``SERIES_TAIL/(1 − radius)`` of the leading term.
+
+    Args:
+      alphas: static orders, ``G`` of them.
+      radius: static largest ``|x|`` at which the series is used (below 1).
+
+    Returns:
+      Array ``(G, m − 1)``, column ``i`` holding the coefficient of ``x^i``.
+    """
+    alpha = np.asarray(alphas, dtype=np.float64)[:, None]
+    coefficients = [np.ones_like(alpha)]
+    j = 2
+    while True:
+        coefficients.append(coefficients[-1] * (alpha - j) / (j + 1))
+        j += 1  # the newest column is c_j, the coefficient of x^{j−2}
+        if j > alpha.max() and np.max(np.abs(coefficients[-1])) * radius ** (j - 2) <= SERIES_TAIL:
+            coefficients.pop()
+            break
+    return np.concatenate(coefficients, axis=1)
+
+
+def panel_ends(n_total: int, n_nodes: int) -> np.ndarray:
+    """Indices of the first and last node of each panel of ``n_nodes`` consecutive nodes."""
+    return np.concatenate([np.arange(0, n_total, n_nodes), np.arange(n_nodes - 1, n_total, n_nodes)])
+
+
+def shift_from_ends(lead, factor):
+    """Log-sum-exp shift from terms ``exp(lead)·factor`` at the panel ends (last axis).
+
+    The first and last node of every panel give a shift within a few nats of the largest
+    term (the log-integrand plus ``(t − c)²/2`` is convex away from ``x = 0``), so the sum
+    needs no max pass over every node. Constant under ``jax.grad``; 0 where not finite.
+    """
+    shift = jnp.max(lead + jnp.log(factor), axis=-1)
+    return jax.lax.stop_gradient(jnp.where(jnp.isfinite(shift), shift, 0.0))
 
 
 def log_normal_pdf(t):

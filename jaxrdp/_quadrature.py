@@ -225,13 +225,10 @@ def log_a_minus_one(q, sigma, alpha, cfg: QuadratureConfig):
         )
         return log_w + _logmath.log_normal_pdf(t) + lead, factor
 
-    # Shift by the largest term among the first and last node of each piece (within a
-    # few nats of the maximum), so the sum is one fused pass with no max reduction.
-    n = cfg.nodes_per_window
-    ends = np.concatenate([np.arange(0, t.shape[-1], n), np.arange(n - 1, t.shape[-1], n)])
-    lead, factor = lead_and_factor(t[..., ends], log_w[..., ends])
-    shift = jnp.max(lead + jnp.log(factor), axis=-1)
-    shift = jax.lax.stop_gradient(jnp.where(jnp.isfinite(shift), shift, 0.0))
+    # Shift by the largest term among the first and last node of each piece, so the sum
+    # is one fused pass with no max reduction.
+    ends = _logmath.panel_ends(t.shape[-1], cfg.nodes_per_window)
+    shift = _logmath.shift_from_ends(*lead_and_factor(t[..., ends], log_w[..., ends]))
     lead, factor = lead_and_factor(t, log_w)
     total = jnp.sum(jnp.exp(lead - shift[..., None]) * factor, axis=-1)
     return jnp.log(total) + shift

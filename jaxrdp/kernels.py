@@ -10,12 +10,30 @@ their arguments, run under ``jax.jit``, ``jax.vmap`` and ``jax.grad``, and compi
 input shape. Integer and fractional orders go through the same exact computation; no
 series is truncated and nothing is bounded by dropping signs.
 
-Speed: when ``alpha`` is a concrete vector of at least 8 orders on the last axis, the same
-for every cell (the usual accounting call ``rdp(q[..., None], sigma[..., None], orders)``,
-orders shaped ``(K,)``, ``(1, K)`` or ``(1, …, 1, K)``), a fast path shares
-work across orders in float64 (exact binomial sums for integer orders, one set of
-quadrature nodes per cell for fractional orders up to 12); it compiles once per shape and
-order vector. Everything else compiles once per shape.
+Routes (decided by :func:`_route`, the one place that chooses; every path computes
+``log(A_α − 1)`` on regular cells and shares :func:`_assemble` for the special values and
+the safety margin):
+
+============  ===========================================  ================================
+dtype         orders                                        path
+============  ===========================================  ================================
+float64       concrete, ≥ 8, the same for every cell         shared-order path
+              (``(K,)``, ``(1, K)``, ``(1, …, 1, K)``,      (:mod:`jaxrdp._grid`, once per
+              a list, a concrete JAX array)                  shape and order vector)
+float64       traced, fewer than 8, or differing per cell    elementwise quadrature
+                                                             (:mod:`jaxrdp._quadrature`)
+float32       any                                            elementwise quadrature, centred
+                                                             (:mod:`jaxrdp._tilted32`)
+============  ===========================================  ================================
+
+Inside the shared-order path (:class:`jaxrdp._grid.OrderPlan`, then per chunk of cells
+sorted by σ): integer orders ``2 ≤ α ≤ 2¹⁴`` take exact binomial sums; fractional orders
+``1 < α ≤ 12`` take nodes shared across orders, in the tier of
+:data:`jaxrdp._grid.SHARED_TIERS` that the chunk's largest ``1/σ`` needs (beyond the last
+tier, the elementwise quadrature); other orders the elementwise quadrature. float32 calls
+(e.g. a training step without x64) stay elementwise: the shared sums need exponents of
+several hundred nats at one node, which float32 cannot carry to the 1e-5 the float32
+guarantee requires without the centred double-float evaluation of :mod:`jaxrdp._tilted32`.
 
 Precision: called with Python or NumPy inputs (host level), the kernels compute in
 float64 inside a local ``jax.enable_x64`` scope, leaving the global JAX configuration
@@ -183,6 +201,12 @@ def _rdp_orders_jit(q, sigma, plan):
 _MIN_ORDERS_FOR_FAST_PATH = 8
 
 
+def _route(q, sigma, alpha, dtype):
+    """The path of a call, as in the module's table: ``("orders", plan)`` or ``("elementwise", None)``."""
+    plan = _orders_plan(q, sigma, alpha, dtype)
+    return ("elementwise", None) if plan is None else ("orders", plan)
+
+
 def _orders_plan(q, sigma, alpha, dtype):
     """An :class:`_grid.OrderPlan` when the fast path applies, else None.
 
@@ -216,8 +240,8 @@ def _dispatch(elementwise, orders_kernel, q, sigma, alpha, *, alpha_low_inclusiv
     dtype, context = _precision.compute_context(q, sigma, alpha)
     with context:
         q, sigma = (jnp.asarray(v, dtype) for v in (q, sigma))
-        plan = _orders_plan(q, sigma, alpha, dtype)
-        if plan is not None:
+        path, plan = _route(q, sigma, alpha, dtype)
+        if path == "orders":
             # Cells: the broadcast shape without the orders' axis, along which q and σ
             # have size 1 (or which they lack).
             full = jnp.broadcast_shapes(q.shape, sigma.shape, np.shape(alpha))

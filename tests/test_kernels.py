@@ -524,3 +524,73 @@ def test_empty_grids_give_empty_results():
     assert jaxrdp.log_a(np.zeros((0,)), 1.0, 3.0).shape == (0,)
     eps, order = jaxrdp.epsilon(np.zeros((0,)), 1.0, 10, 1e-5)
     assert eps.shape == order.shape == (0,)
+
+
+# --------------------------------------------------------------------------- grid path internals
+
+
+def test_shared_series_truncation_is_below_its_bound():
+    # The shared series of g/(C(α,2)x²) stops where the first omitted term is < 2⁻⁶⁰ of
+    # the leading one at |x| = 0.01; against mpmath's exact g at the radius and inside.
+    from jaxrdp import _logmath
+
+    orders = np.array([1.0001, 1.1, 1.5, 2.5, 5.3, 9.9, 11.99])
+    coef = _logmath.series_coefficients(tuple(orders.tolist()), 0.01)
+    mp.mp.dps = 40
+    worst = 0.0
+    for i, a in enumerate(orders):
+        for x in (-0.01, -0.004, 0.003, 0.01):
+            exact = ((1 + mp.mpf(x)) ** a - 1 - a * mp.mpf(x)) / (mp.mpf(a) * (a - 1) / 2 * mp.mpf(x) ** 2)
+            approx = sum(mp.mpf(c) * mp.mpf(x) ** j for j, c in enumerate(coef[i]))
+            worst = max(worst, float(abs(approx / exact - 1)))
+    assert worst < 1e-17  # measured 1.5e-18: the 9e-19 tail bound plus coefficient rounding
+
+
+@pytest.mark.parametrize("tier", [0, 1])
+def test_scaled_tiers_match_the_elementwise_quadrature(tier):
+    # The shift-free shared sums against the elementwise quadrature (itself checked
+    # against mpmath above) over random cells of the tier's σ range, with q from 1e-300
+    # to 1 − 1e-15 and orders up to just below SHARED_MAX_ORDER (where βL is largest and
+    # the split product is used).
+    from jaxrdp import _grid
+
+    limit, panels, nodes = _grid.SHARED_TIERS[tier]
+    assert limit <= _grid._SCALED_MAX_S
+    low = _grid.SHARED_TIERS[tier - 1][0] if tier else 0.0
+    frac = DP_ACCOUNTING_ORDERS[DP_ACCOUNTING_ORDERS != np.round(DP_ACCOUNTING_ORDERS)]
+    alphas = tuple(float(a) for a in np.concatenate([[1.0001, 1.01], frac, [11.5, 11.99]]))
+    rng = np.random.default_rng(tier)
+    n = 192
+    q = np.concatenate([10 ** rng.uniform(-300, -1, n // 2), 1 - 10 ** rng.uniform(-15, -0.3, n // 2)])
+    s = np.concatenate([rng.uniform(low, limit, n - 8), np.full(8, limit)])
+    with jax.enable_x64(True):
+        q, sigma = jnp.asarray(q), jnp.asarray(1 / s)
+        ref = np.asarray(jax.jit(lambda a, b: _grid._elementwise_log_a_minus_one(a, b, alphas))(q, sigma))
+        got = np.asarray(
+            jax.jit(
+                lambda a, b: _grid._scaled_log_a_minus_one(
+                    a, jnp.log(a), jnp.log1p(-a), 1 / b, alphas, panels, nodes, limit
+                )
+            )(q, sigma)
+        )
+    assert np.all(np.isfinite(got))
+    # log(A − 1) differences are relative errors of A − 1; below e^-200 the ulp of
+    # log(A − 1) itself dominates, so those cells are compared relative to log(A − 1).
+    # Measured: up to 5.7e-14 (one ulp of log(A − 1) ≈ 260) and 2.2e-16.
+    sizable = ref > -200
+    assert sizable.sum() > 0.3 * ref.size and ref.max() > 100
+    assert np.abs(got - ref)[sizable].max() < 3e-13
+    assert np.max(np.abs(got / ref - 1)[~sizable]) < 1e-15
+
+
+def test_grid_integer_orders_keep_precision_near_q_one():
+    # With q near 1 the dominant binomial terms have k ≈ α; a formulation through
+    # k·log(q/(1−q)) + α·log(1−q) cancels there (it was 1.3e-12 *below* the truth at
+    # q = 1 − 1e-6, α = 4096, beyond the safety margin). Measured now: |error| ≤ 7e-14.
+    orders = np.array([2.0, 3, 8, 17, 40, 63, 128, 256, 1024, 4096])
+    for q in (0.9, 0.999, 0.999999):
+        for sigma in (1e4, 50.0, 3.0):
+            got = np.asarray(jaxrdp.log_a(np.array([[q]]), np.array([[sigma]]), orders))[0]
+            ref = np.array([float(mp_reference.log_a_integer(q, sigma, int(a), dps=60)) for a in orders])
+            raw = (got / ref) / (1 + kernels.FLOAT64_SAFETY_MARGIN) - 1
+            assert np.abs(raw).max() < 2e-13, (q, sigma, raw)
