@@ -48,3 +48,21 @@ def check_range(
         _first_bad(name, arr, arr < low if low_inclusive else arr <= low, requirement)
     if high is not None:
         _first_bad(name, arr, arr > high if high_inclusive else arr >= high, requirement)
+
+
+def check_integer(name: str, value, *, low: float) -> None:
+    """Raise ``ValueError`` naming ``name`` unless every element is a finite integer ``≥ low``.
+
+    Does nothing when ``value`` is a tracer.
+    """
+    if not is_concrete(value):
+        return
+    check_range(name, value, low=low, allow_inf=False)
+    arr = np.asarray(value, dtype=np.float64)
+    _first_bad(name, arr, arr != np.floor(arr), f"an integer ≥ {low:g}")
+
+
+def check_choice(name: str, value, choices: tuple) -> None:
+    """Raise ``ValueError`` naming ``name`` unless ``value`` is one of ``choices``."""
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {choices}; got {name}={value!r}")

@@ -27,7 +27,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxrdp import _precision, _validate
+from jaxrdp import _precision, _solver, _validate
 
 __all__ = [
     "THEOREM11_MAX_Q",
@@ -200,13 +200,7 @@ def _max_order(q, sigma, condition: int, steps: int):
         alpha = 1.0 + jnp.exp(log_d)
         return holds(alpha - 1.0), alpha
 
-    def body(_, bracket):
-        lo, hi = bracket
-        mid = 0.5 * (lo + hi)
-        ok, _ = holds_at(mid)
-        return jnp.where(ok, mid, lo), jnp.where(ok, hi, mid)
-
-    lo, _ = jax.lax.fori_loop(0, steps, body, (lo0, hi0))
+    lo, _ = _solver.bisect(lambda log_d: holds_at(log_d)[0], lo0, hi0, steps)
     # Back off by a relative _BOUNDARY_BACKOFF so that the boundary order stays valid
     # when the conditions are re-evaluated in a differently compiled program (rounding
     # there may differ by a few ulps).

@@ -41,7 +41,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxrdp import _precision, _validate
+from jaxrdp import _precision, _solver, _validate
 from jaxrdp.kernels import FLOAT32_SAFETY_MARGIN
 
 __all__ = [
@@ -114,11 +114,6 @@ def _call(kernel, *args, **static):
     dtype, context = _precision.compute_context(*args)
     with context:
         return kernel(*(jnp.asarray(a, dtype) for a in args), **static)
-
-
-def _check_method(method: str) -> None:
-    if method not in CONVERSION_METHODS:
-        raise ValueError(f"method must be one of {CONVERSION_METHODS}; got method={method!r}")
 
 
 def _bisection_steps(dtype) -> int:
@@ -422,7 +417,7 @@ def delta_from_zcdp(rho, epsilon, xi=0.0, method: str = "lemma3.6"):
       Bun, Steinke (2016), Proposition 1.3, Lemma 3.5, Lemma 3.6 (proved as Lemma B.2),
       Lemma 3.2 for ``ρ = 0``.
     """
-    _check_method(method)
+    _validate.check_choice("method", method, CONVERSION_METHODS)
     _validate.check_range("rho", rho, low=0.0)
     _validate.check_range("epsilon", epsilon, low=0.0)
     _validate.check_range("xi", xi, low=0.0)
@@ -447,13 +442,9 @@ def _t_lemma36(rho, log_delta):
     hi0 = jnp.minimum(t35, t36)  # both satisfy δ_{3.6}(t) ≤ δ, the lemma's δ being smaller.
     lo0 = jnp.zeros_like(hi0)
 
-    def body(_, bracket):
-        lo, hi = bracket
-        mid = 0.5 * (lo + hi)
-        ok = _log_delta_of_t(mid, rho, "lemma3.6") <= log_delta
-        return jnp.where(ok, lo, mid), jnp.where(ok, mid, hi)
-
-    _, hi = jax.lax.fori_loop(0, steps, body, (lo0, hi0))
+    hi, _ = _solver.bisect(
+        lambda t: _log_delta_of_t(t, rho, "lemma3.6") <= log_delta, hi0, lo0, steps
+    )
     at_zero = _log_delta_of_t(jnp.zeros_like(rho), rho, "lemma3.6") <= log_delta
     t_root = jax.lax.stop_gradient(jnp.where(at_zero, 0.0, hi))
 
@@ -523,7 +514,7 @@ def epsilon_from_zcdp(rho, delta, xi=0.0, method: str = "lemma3.6"):
       Bun, Steinke (2016), Proposition 1.3, Lemma 3.5, Lemma 3.6 (proved as Lemma B.2),
       Lemma 3.2 for ``ρ = 0``.
     """
-    _check_method(method)
+    _validate.check_choice("method", method, CONVERSION_METHODS)
     _validate.check_range("rho", rho, low=0.0)
     _validate.check_range("delta", delta, low=0.0, high=1.0)
     _validate.check_range("xi", xi, low=0.0)
@@ -644,7 +635,7 @@ def delta_from_approximate_zcdp(rho, epsilon, approx_delta, xi=0.0, method: str 
     References:
       Bun, Steinke (2016), Definition 8.1 and Lemma 8.8.
     """
-    _check_method(method)
+    _validate.check_choice("method", method, CONVERSION_METHODS)
     _validate.check_range("rho", rho, low=0.0)
     _validate.check_range("epsilon", epsilon, low=0.0)
     _validate.check_range("approx_delta", approx_delta, low=0.0, high=1.0)
@@ -692,7 +683,7 @@ def epsilon_from_approximate_zcdp(rho, delta, approx_delta, xi=0.0, method: str 
     References:
       Bun, Steinke (2016), Definition 8.1 and Lemma 8.8.
     """
-    _check_method(method)
+    _validate.check_choice("method", method, CONVERSION_METHODS)
     _validate.check_range("rho", rho, low=0.0)
     _validate.check_range("delta", delta, low=0.0, high=1.0)
     _validate.check_range("approx_delta", approx_delta, low=0.0, high=1.0)
