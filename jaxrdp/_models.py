@@ -80,7 +80,7 @@ def rdp_model(orders: tuple, method: str) -> EpsilonModel:
     alpha = np.asarray(orders, dtype=np.float64)
 
     def per_step(q, sigma):
-        return kernels.rdp(q[:, None], sigma[:, None], alpha)  # one fast-path call
+        return kernels.rdp_core(q[:, None], sigma[:, None], alpha)  # one fast-path call
 
     def compose(curve, steps, delta):
         total = conversions.scale_rdp(curve, steps[:, None])

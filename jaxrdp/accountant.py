@@ -167,7 +167,8 @@ def compose(state: RdpState, q, sigma, steps=1) -> RdpState:
             raise ValueError(f"{name} must be a scalar; got {name} of shape {np.shape(value)}")
     dtype = _state_dtype(state)
     with _x64_scope(state, q, sigma, steps):
-        per_step = kernels.rdp(jnp.asarray(q, dtype), jnp.asarray(sigma, dtype), state.orders)
+        q_, sigma_ = jnp.asarray(q, dtype), jnp.asarray(sigma, dtype)
+        per_step = kernels.rdp_core(q_, sigma_, state.orders)
         increment = conversions.scale_rdp(per_step, jnp.asarray(steps, dtype))
         return _accumulate(state, increment)
 

@@ -474,7 +474,7 @@ def _refine(q, sigma, steps, target, lo, hi, method, kind):
         log_delta = jnp.log(jnp.where((target > 0) & (target <= 1), target, 0.5))
 
         def objective(alpha):
-            total = scale_rdp(kernels.rdp(q, sigma, alpha), steps)
+            total = scale_rdp(kernels.rdp_core(q, sigma, alpha), steps)
             return _epsilon_per_order(total, alpha, log_delta, method)
 
         alpha, value = _golden_section(objective, lo, hi, _REFINE_ITERATIONS)
@@ -485,7 +485,7 @@ def _refine(q, sigma, steps, target, lo, hi, method, kind):
     safe_eps = jnp.where(target >= 0, target, 1.0)
 
     def objective(alpha):
-        total = scale_rdp(kernels.rdp(q, sigma, alpha), steps)
+        total = scale_rdp(kernels.rdp_core(q, sigma, alpha), steps)
         return _log_delta_per_order(total, alpha, safe_eps, method)
 
     alpha, log_value = _golden_section(objective, lo, hi, _REFINE_ITERATIONS)
@@ -508,11 +508,12 @@ def _orders_for_kernel(orders, dtype):
     return jnp.sort(jnp.asarray(orders, dtype))
 
 
+_SGM_ARGS = _validate.Spec(q=_validate.UNIT, sigma=_validate.NONNEGATIVE, steps=_validate.COUNT)
+
+
 def _check_sgm_args(q, sigma, steps, orders):
     """Validate q, σ, steps and orders; concrete orders come back as float64 NumPy."""
-    _validate.check_range("q", q, low=0.0, high=1.0)
-    _validate.check_range("sigma", sigma, low=0.0)
-    check_steps(steps)
+    _SGM_ARGS.check(q, sigma, steps)
     if orders is None:
         orders = kernels.DEFAULT_ORDERS
     if np.ndim(orders) != 1:
@@ -548,7 +549,7 @@ def _convert_sgm(q, sigma, steps, target, target_name, orders, method, refine, k
         q_, sigma_, target_ = (jnp.asarray(v, dtype) for v in (q, sigma, target))
         steps_ = jnp.asarray(steps, dtype)
         orders_ = _orders_for_kernel(orders, dtype)
-        per_step = kernels.rdp(q_[..., None], sigma_[..., None], orders_)
+        per_step = kernels.rdp_core(q_[..., None], sigma_[..., None], orders_)
         total = scale_rdp(per_step, steps_[..., None])
         result, index = core(total, jnp.asarray(orders_, dtype), target_, method)
         if refine:
@@ -562,15 +563,8 @@ def _convert_sgm(q, sigma, steps, target, target_name, orders, method, refine, k
 
 
 def epsilon(
-    q,
-    sigma,
-    steps,
-    delta,
-    *,
-    orders=None,
-    method: str = "improved",
-    refine: bool = False,
-    return_info: bool = False,
+    q, sigma, steps, delta,
+    *, orders=None, method: str = "improved", refine: bool = False, return_info: bool = False,
 ):
     """ε of ``steps``-fold composition of the Sampled Gaussian Mechanism.
 
@@ -617,15 +611,8 @@ def epsilon(
 
 
 def delta(
-    q,
-    sigma,
-    steps,
-    epsilon,
-    *,
-    orders=None,
-    method: str = "improved",
-    refine: bool = False,
-    return_info: bool = False,
+    q, sigma, steps, epsilon,
+    *, orders=None, method: str = "improved", refine: bool = False, return_info: bool = False,
 ):
     """δ of ``steps``-fold composition of the Sampled Gaussian Mechanism at a given ε.
 
@@ -698,5 +685,5 @@ def compose_rdp(q, sigma, steps, orders=None):
             jnp.broadcast_to(jnp.asarray(v, dtype), seg_shape) for v in (q, sigma, steps)
         )
         orders_ = _orders_for_kernel(orders, dtype)
-        per_step = kernels.rdp(q_[..., None], sigma_[..., None], orders_)
+        per_step = kernels.rdp_core(q_[..., None], sigma_[..., None], orders_)
         return jnp.sum(scale_rdp(per_step, steps_[..., None]), axis=-2)

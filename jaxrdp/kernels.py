@@ -211,15 +211,33 @@ def _dispatch(elementwise, orders_kernel, q, sigma, alpha, *, alpha_low_inclusiv
     _validate.check_range("alpha", alpha, low=1.0, low_inclusive=alpha_low_inclusive)
     dtype, context = _precision.compute_context(q, sigma, alpha)
     with context:
-        q, sigma = (jnp.asarray(v, dtype) for v in (q, sigma))
-        plan = _orders_plan(q, sigma, alpha, dtype)
-        if plan is not None:
-            full = jnp.broadcast_shapes(q.shape, sigma.shape)
-            q, sigma = (jnp.broadcast_to(v, full) for v in (q, sigma))
-            if full:  # drop the trailing axis of size 1 that the orders broadcast along
-                q, sigma = q[..., 0], sigma[..., 0]
-            return orders_kernel(q, sigma, plan)
-        return elementwise(q, sigma, jnp.asarray(alpha, dtype))
+        return _route(elementwise, orders_kernel, q, sigma, alpha, dtype)
+
+
+def _route(elementwise, orders_kernel, q, sigma, alpha, dtype):
+    """The fast per-order-vector path when it applies, else the elementwise one."""
+    q, sigma = (jnp.asarray(v, dtype) for v in (q, sigma))
+    plan = _orders_plan(q, sigma, alpha, dtype)
+    if plan is not None:
+        full = jnp.broadcast_shapes(q.shape, sigma.shape)
+        q, sigma = (jnp.broadcast_to(v, full) for v in (q, sigma))
+        if full:  # drop the trailing axis of size 1 that the orders broadcast along
+            q, sigma = q[..., 0], sigma[..., 0]
+        return orders_kernel(q, sigma, plan)
+    return elementwise(q, sigma, jnp.asarray(alpha, dtype))
+
+
+def rdp_core(q, sigma, alpha):
+    """:func:`rdp` for internal callers that validated their arguments already.
+
+    No argument checks and no precision choice: ``q`` and ``sigma`` are computed in
+    their (common floating) dtype, inside the caller's precision scope; concrete NumPy
+    ``alpha`` takes the fast path as in :func:`rdp`.
+    """
+    dtype = jnp.result_type(q, sigma)
+    if not jnp.issubdtype(dtype, jnp.floating):
+        dtype = jnp.result_type(float)
+    return _route(_rdp_jit, _rdp_orders_jit, q, sigma, alpha, dtype)
 
 
 def log_a(q, sigma, alpha):

@@ -110,6 +110,21 @@ _GRID_ELEMENTS = 2**22  # epsilon_grid: elements of one (cells, steps, orders) b
 
 
 
+#: The domain of each calibrator's arguments (eager errors and traced masks).
+_V = _validate
+_NOISE_ARGS = _V.Spec(target_epsilon=_V.NONNEGATIVE, target_delta=_V.UNIT, q=_V.UNIT,
+                      steps=_V.COUNT)
+_STEPS_ARGS = _V.Spec(target_epsilon=_V.NONNEGATIVE, target_delta=_V.UNIT, q=_V.UNIT,
+                      noise_multiplier=_V.NONNEGATIVE)
+_RATE_ARGS = _V.Spec(target_epsilon=_V.NONNEGATIVE, target_delta=_V.UNIT,
+                     noise_multiplier=_V.NONNEGATIVE, steps=_V.COUNT)
+_BATCH_ARGS = _V.Spec(
+    target_epsilon=_V.NONNEGATIVE, target_delta=_V.UNIT, noise_multiplier=_V.NONNEGATIVE,
+    epochs=_V.Range(low=0.0, low_inclusive=False, allow_inf=False),
+    dataset_size=_V.Range(low=1.0, allow_inf=False, integer=True),
+)
+
+
 class Status(enum.IntEnum):
     """Per-element outcome of a calibration.
 
@@ -243,9 +258,11 @@ def _config(orders, method, rtol, accountant) -> _Config:
     return _Config(_orders_tuple(orders), method, rtol, accountant)
 
 
-def _run(core, cfg, names, args):
-    """Run a flat core over broadcast, padded, sharded arguments; a :class:`Calibration`."""
-    value, status = _devices.run_batched(core, cfg, names, args, (None, jnp.int32))
+def _run(core, spec: _validate.Spec, cfg: _Config, *args) -> Calibration:
+    """Check ``args`` against ``spec`` once, then run the flat ``core`` over them
+    broadcast, padded and sharded (:func:`jaxrdp._devices.run_batched`)."""
+    spec.check(*args)
+    value, status = _devices.run_batched(core, cfg, tuple(spec.ranges), args, (None, jnp.int32))
     return Calibration(value, status)
 
 
@@ -288,6 +305,42 @@ def _search(model, params, extra, target, delta, hints, domain, start, *, tol, a
                              proposer=proposer)
 
 
+class _Cases(NamedTuple):
+    """How each lane of a calibration is settled (all ``(n,)``)."""
+
+    invalid: jax.Array  # an argument out of its domain: NaN
+    settled: jax.Array  # answered without a search (e.g. nothing to protect)
+    impossible: jax.Array  # no value can meet the target (e.g. δ = 0)
+    solve: jax.Array  # the lanes searched
+    target: jax.Array  # ε targets with the margin applied (harmless where not solved)
+    delta: jax.Array
+    model: _models.EpsilonModel
+    hints: object  # the model's per-lane hints (or None)
+
+
+def _cases(cfg, invalid, settled, impossible, target, delta) -> _Cases:
+    """Split lanes into invalid / settled / impossible / searched; safe targets; the
+    ε model of ``cfg`` and its hints."""
+    settled = ~invalid & settled
+    impossible = ~invalid & ~settled & impossible
+    solve = ~(invalid | settled | impossible)
+    t = jnp.where(solve, target, 1.0) * (1.0 - _margin(target.dtype))
+    d = jnp.where(solve, delta, 1e-5)
+    model = _model(cfg)
+    hints = model.hints(t, d) if model.hints else None
+    return _Cases(invalid, settled, impossible, solve, t, d, model, hints)
+
+
+def _finish(c: _Cases, value, settled_value, impossible_value, *, ok, infeasible,
+            at_limit=None):
+    """The value and :class:`Status` of every lane from the searched lanes' outcome."""
+    value = jnp.where(c.settled, settled_value, jnp.where(c.impossible, impossible_value, value))
+    value = jnp.where(c.invalid, jnp.nan, value)
+    status = _status(c.settled | (c.solve & ok), c.impossible | (c.solve & infeasible), c.invalid,
+                     None if at_limit is None else c.solve & at_limit)
+    return value.astype(c.target.dtype), status
+
+
 def _status(ok, infeasible, invalid, at_limit=None):
     status = jnp.full(ok.shape, int(Status.NOT_CONVERGED), jnp.int32)
     status = jnp.where(ok, int(Status.OK), status)
@@ -297,9 +350,6 @@ def _status(ok, infeasible, invalid, at_limit=None):
     return jnp.where(invalid, int(Status.INVALID), status)
 
 
-def _isnan(*xs):
-    return functools.reduce(jnp.logical_or, [jnp.isnan(x) for x in xs])
-
 
 
 # --------------------------------------------------------------------------- noise multiplier
@@ -308,19 +358,16 @@ def _isnan(*xs):
 def _noise_core(cfg, target, delta, q, steps):
     """Solver for :func:`noise_multiplier` on flat arrays; also returns the evaluations."""
     dtype = target.dtype
-    invalid = (
-        _isnan(target, delta, q, steps)
-        | (target < 0) | (delta < 0) | (delta > 1) | (q < 0) | (q > 1) | (steps < 0)
+    c = _cases(
+        cfg,
+        _NOISE_ARGS.invalid(target, delta, q, steps),
+        (q == 0) | (steps == 0) | (delta >= 1) | jnp.isposinf(target),  # σ = 0 will do
+        delta == 0,
+        target, delta,
     )
-    trivial = ~invalid & ((q == 0) | (steps == 0) | (delta >= 1) | jnp.isposinf(target))
-    impossible = ~invalid & ~trivial & (delta == 0)
-    solve = ~(invalid | trivial | impossible)
-    t = jnp.where(solve, target, 1.0) * (1.0 - _margin(dtype))
-    d = jnp.where(solve, delta, 1e-5)
+    solve, t, d, model, hints = c.solve, c.target, c.delta, c.model, c.hints
     qq = jnp.where(solve, q, 0.01)
     tt = jnp.where(solve, steps, 100.0)
-    model = _model(cfg)
-    hints = model.hints(t, d) if model.hints else None
 
     # Where the search starts (the model's hint, else σ = 1); lanes are sorted by it, so
     # that neighbouring lanes (the kernel's chunks) hold similar σ.
@@ -340,13 +387,12 @@ def _noise_core(cfg, target, delta, q, steps):
     )
     sol = _permute(jnp.argsort(perm), root)
 
-    value = jnp.where(sol.none_feasible | ~sol.found, jnp.inf, sol.x)
-    value = jnp.where(trivial, 0.0, jnp.where(impossible, jnp.inf, value))
-    value = jnp.where(invalid, jnp.nan, value)
-    ok = trivial | (solve & sol.converged & ~sol.all_feasible)
-    status = _status(ok, impossible | (solve & sol.none_feasible), invalid,
-                     solve & sol.all_feasible)
-    return value.astype(dtype), status, sol.evaluations
+    value, status = _finish(
+        c, jnp.where(sol.none_feasible | ~sol.found, jnp.inf, sol.x), 0.0, jnp.inf,
+        ok=sol.converged & ~sol.all_feasible, infeasible=sol.none_feasible,
+        at_limit=sol.all_feasible,
+    )
+    return value, status, sol.evaluations
 
 
 @functools.partial(jax.custom_jvp, nondiff_argnums=(0,))
@@ -383,15 +429,8 @@ def _noise_solve_jvp(cfg, primals, tangents):
 
 
 def noise_multiplier(
-    target_epsilon,
-    target_delta,
-    q,
-    steps,
-    *,
-    orders=None,
-    rtol: float = 1e-6,
-    method: str = "improved",
-    accountant: str = "rdp",
+    target_epsilon, target_delta, q, steps,
+    *, orders=None, rtol: float = 1e-6, method: str = "improved", accountant: str = "rdp",
 ) -> Calibration:
     """The smallest noise multiplier σ meeting an ``(ε, δ)`` target, for many targets at once.
 
@@ -435,37 +474,24 @@ def noise_multiplier(
       Mironov, Talwar, Zhang (2019), Sec. 3; Mironov (2017), Proposition 1; Canonne,
       Kamath, Steinke (2020), Proposition 12.
     """
-    _validate.check_range("target_epsilon", target_epsilon, low=0.0)
-    _validate.check_range("target_delta", target_delta, low=0.0, high=1.0)
-    _validate.check_range("q", q, low=0.0, high=1.0)
-    _validate.check_integer("steps", steps, low=0.0)
     cfg = _config(orders, method, rtol, accountant)
-    return _run(
-        _noise_solve,
-        cfg,
-        ("target_epsilon", "target_delta", "q", "steps"),
-        (target_epsilon, target_delta, q, steps),
-    )
+    return _run(_noise_solve, _NOISE_ARGS, cfg, target_epsilon, target_delta, q, steps)
 
 
 # --------------------------------------------------------------------------- max steps
 
 
 def _steps_core(cfg, target, delta, q, sigma):
-    dtype = target.dtype
-    invalid = (
-        _isnan(target, delta, q, sigma)
-        | (target < 0) | (delta < 0) | (delta > 1) | (q < 0) | (q > 1) | (sigma < 0)
+    c = _cases(
+        cfg,
+        _STEPS_ARGS.invalid(target, delta, q, sigma),
+        (q == 0) | jnp.isposinf(sigma) | (delta >= 1) | jnp.isposinf(target),  # unbounded
+        (delta == 0) | (sigma == 0),
+        target, delta,
     )
-    unbounded = ~invalid & ((q == 0) | jnp.isposinf(sigma) | (delta >= 1) | jnp.isposinf(target))
-    impossible = ~invalid & ~unbounded & ((delta == 0) | (sigma == 0))
-    solve = ~(invalid | unbounded | impossible)
-    t = jnp.where(solve, target, 1.0) * (1.0 - _margin(dtype))
-    d = jnp.where(solve, delta, 1e-5)
+    solve, t, d, model, hints = c.solve, c.target, c.delta, c.model, c.hints
     qq = jnp.where(solve, q, 0.01)
     ss = jnp.where(solve, sigma, 1.0)
-    model = _model(cfg)
-    hints = model.hints(t, d) if model.hints else None
     if model.max_steps:  # a closed form and a cheap check at other step counts
         steps, feasible = model.max_steps(hints, qq, ss, d, t)
     else:  # a search over T, then the same exact check
@@ -500,22 +526,12 @@ def _steps_core(cfg, target, delta, q, sigma):
     steps = jax.lax.fori_loop(0, _ADJUST, up, steps)
     certified = ~exact | (feasible(steps) & ~feasible(steps + 1.0))
 
-    value = jnp.where(unbounded, jnp.inf, jnp.where(impossible, 0.0, steps))
-    value = jnp.where(invalid, jnp.nan, value)
-    infeasible = impossible | (solve & (steps == 0) & certified)
-    ok = unbounded | (solve & certified)
-    return value.astype(dtype), _status(ok, infeasible, invalid)
+    return _finish(c, steps, jnp.inf, 0.0, ok=certified, infeasible=(steps == 0) & certified)
 
 
 def max_steps(
-    target_epsilon,
-    target_delta,
-    q,
-    noise_multiplier,
-    *,
-    orders=None,
-    method: str = "improved",
-    accountant: str = "rdp",
+    target_epsilon, target_delta, q, noise_multiplier,
+    *, orders=None, method: str = "improved", accountant: str = "rdp",
 ) -> Calibration:
     """The largest number of steps ``T`` meeting an ``(ε, δ)`` target, in closed form.
 
@@ -548,17 +564,8 @@ def max_steps(
     References:
       Mironov (2017), Proposition 1; Canonne, Kamath, Steinke (2020), Proposition 12.
     """
-    _validate.check_range("target_epsilon", target_epsilon, low=0.0)
-    _validate.check_range("target_delta", target_delta, low=0.0, high=1.0)
-    _validate.check_range("q", q, low=0.0, high=1.0)
-    _validate.check_range("noise_multiplier", noise_multiplier, low=0.0)
     cfg = _config(orders, method, 1e-6, accountant)
-    return _run(
-        _steps_core,
-        cfg,
-        ("target_epsilon", "target_delta", "q", "noise_multiplier"),
-        (target_epsilon, target_delta, q, noise_multiplier),
-    )
+    return _run(_steps_core, _STEPS_ARGS, cfg, target_epsilon, target_delta, q, noise_multiplier)
 
 
 # --------------------------------------------------------------------------- sampling rate
@@ -566,21 +573,16 @@ def max_steps(
 
 def _rate_core(cfg, target, delta, sigma, steps):
     dtype = target.dtype
-    invalid = (
-        _isnan(target, delta, sigma, steps)
-        | (target < 0) | (delta < 0) | (delta > 1) | (sigma < 0) | (steps < 0)
+    c = _cases(
+        cfg,
+        _RATE_ARGS.invalid(target, delta, sigma, steps),
+        (steps == 0) | jnp.isposinf(sigma) | (delta >= 1) | jnp.isposinf(target),  # q = 1
+        (delta == 0) | (sigma == 0),
+        target, delta,
     )
-    everything = ~invalid & (
-        (steps == 0) | jnp.isposinf(sigma) | (delta >= 1) | jnp.isposinf(target)
-    )
-    impossible = ~invalid & ~everything & ((delta == 0) | (sigma == 0))
-    solve = ~(invalid | everything | impossible)
-    t = jnp.where(solve, target, 1.0) * (1.0 - _margin(dtype))
-    d = jnp.where(solve, delta, 1e-5)
+    solve, t, d, model, hints = c.solve, c.target, c.delta, c.model, c.hints
     ss = jnp.where(solve, sigma, 1.0)
     tt = jnp.where(solve, steps, 100.0)
-    model = _model(cfg)
-    hints = model.hints(t, d) if model.hints else None
     ones = jnp.ones_like(t)
     perm = jnp.argsort(ss)  # neighbouring lanes (the kernel's chunks) hold similar σ
     t, d, ss, tt, hints, active = _permute(perm, (t, d, ss, tt, hints, solve))
@@ -595,24 +597,15 @@ def _rate_core(cfg, target, delta, sigma, steps):
     )
     sol = _permute(jnp.argsort(perm), root)
 
-    value = jnp.where(sol.none_feasible | ~sol.found, 0.0, sol.x)
-    value = jnp.where(everything, 1.0, jnp.where(impossible, 0.0, value))
-    value = jnp.where(invalid, jnp.nan, value)
-    ok = everything | (solve & (sol.converged | sol.all_feasible))
-    infeasible = impossible | (solve & sol.none_feasible)
-    return value.astype(dtype), _status(ok, infeasible, invalid)
+    return _finish(
+        c, jnp.where(sol.none_feasible | ~sol.found, 0.0, sol.x), 1.0, 0.0,
+        ok=sol.converged | sol.all_feasible, infeasible=sol.none_feasible,
+    )
 
 
 def sampling_rate(
-    target_epsilon,
-    target_delta,
-    noise_multiplier,
-    steps,
-    *,
-    orders=None,
-    rtol: float = 1e-6,
-    method: str = "improved",
-    accountant: str = "rdp",
+    target_epsilon, target_delta, noise_multiplier, steps,
+    *, orders=None, rtol: float = 1e-6, method: str = "improved", accountant: str = "rdp",
 ) -> Calibration:
     """The largest sampling rate ``q`` meeting an ``(ε, δ)`` target.
 
@@ -642,16 +635,9 @@ def sampling_rate(
     References:
       Mironov, Talwar, Zhang (2019), Sec. 3; Canonne, Kamath, Steinke (2020), Prop. 12.
     """
-    _validate.check_range("target_epsilon", target_epsilon, low=0.0)
-    _validate.check_range("target_delta", target_delta, low=0.0, high=1.0)
-    _validate.check_range("noise_multiplier", noise_multiplier, low=0.0)
-    _validate.check_integer("steps", steps, low=0.0)
     cfg = _config(orders, method, rtol, accountant)
     return _run(
-        _rate_core,
-        cfg,
-        ("target_epsilon", "target_delta", "noise_multiplier", "steps"),
-        (target_epsilon, target_delta, noise_multiplier, steps),
+        _rate_core, _RATE_ARGS, cfg, target_epsilon, target_delta, noise_multiplier, steps
     )
 
 
@@ -670,24 +656,18 @@ def _batch_core(cfg, target, delta, sigma, epochs, n_data):
 
 
 def _batch_sorted(cfg, target, delta, sigma, epochs, n_data):
-    dtype = target.dtype
-    invalid = (
-        _isnan(target, delta, sigma, epochs, n_data)
-        | (target < 0) | (delta < 0) | (delta > 1) | (sigma < 0)
-        | ~(epochs > 0) | jnp.isinf(epochs) | (n_data < 1) | jnp.isinf(n_data)
-        | (n_data != jnp.floor(n_data))
+    c = _cases(
+        cfg,
+        _BATCH_ARGS.invalid(target, delta, sigma, epochs, n_data),
+        (delta >= 1) | jnp.isposinf(sigma) | jnp.isposinf(target),  # the whole data set
+        (delta == 0) | (sigma == 0),
+        target, delta,
     )
-    everything = ~invalid & ((delta >= 1) | jnp.isposinf(sigma) | jnp.isposinf(target))
-    impossible = ~invalid & ~everything & ((delta == 0) | (sigma == 0))
-    solve = ~(invalid | everything | impossible)
-    t = jnp.where(solve, target, 1.0) * (1.0 - _margin(dtype))
-    d = jnp.where(solve, delta, 1e-5)
+    solve, t, d, model, hints = c.solve, c.target, c.delta, c.model, c.hints
     ss = jnp.where(solve, sigma, 1.0)
     ee = jnp.where(solve, epochs, 1.0)
     nn = jnp.where(solve, n_data, 1000.0)
     en = ee * nn
-    model = _model(cfg)
-    hints = model.hints(t, d) if model.hints else None
     ones = jnp.ones_like(t)
 
     def search(params, extra, lower, upper, active):
@@ -770,23 +750,12 @@ def _batch_sorted(cfg, target, delta, sigma, epochs, n_data):
     certified = runs.found & fits & ~next_fits
 
     found, exhausted = runs.found, runs.exhausted
-    value = jnp.where(everything, n_data, jnp.where(impossible, 0.0, best))
-    value = jnp.where(invalid, jnp.nan, value)
-    infeasible = impossible | (solve & exhausted & ~found)
-    ok = everything | (solve & certified)
-    return value.astype(dtype), _status(ok, infeasible, invalid)
+    return _finish(c, best, n_data, 0.0, ok=certified, infeasible=exhausted & ~found)
 
 
 def batch_size(
-    target_epsilon,
-    target_delta,
-    noise_multiplier,
-    epochs,
-    dataset_size,
-    *,
-    orders=None,
-    method: str = "improved",
-    accountant: str = "rdp",
+    target_epsilon, target_delta, noise_multiplier, epochs, dataset_size,
+    *, orders=None, method: str = "improved", accountant: str = "rdp",
 ) -> Calibration:
     """The largest batch size ``B`` meeting an ``(ε, δ)`` target over ``epochs`` epochs.
 
@@ -837,17 +806,10 @@ def batch_size(
     References:
       Mironov, Talwar, Zhang (2019), Sec. 3; Mironov (2017), Proposition 1.
     """
-    _validate.check_range("target_epsilon", target_epsilon, low=0.0)
-    _validate.check_range("target_delta", target_delta, low=0.0, high=1.0)
-    _validate.check_range("noise_multiplier", noise_multiplier, low=0.0)
-    _validate.check_range("epochs", epochs, low=0.0, low_inclusive=False, allow_inf=False)
-    _validate.check_integer("dataset_size", dataset_size, low=1.0)
     cfg = _config(orders, method, 1e-6, accountant)
     return _run(
-        _batch_core,
-        cfg,
-        ("target_epsilon", "target_delta", "noise_multiplier", "epochs", "dataset_size"),
-        (target_epsilon, target_delta, noise_multiplier, epochs, dataset_size),
+        _batch_core, _BATCH_ARGS, cfg,
+        target_epsilon, target_delta, noise_multiplier, epochs, dataset_size,
     )
 
 
@@ -857,7 +819,7 @@ def batch_size(
 def _grid_core(cfg, q, sigma, steps, delta):
     """ε for cells ``(C,)`` × steps ``(T,)`` × deltas ``(D,)`` → ``(C, T, D)``."""
     orders = np.asarray(cfg.orders)  # concrete: the kernel's fast path
-    curve = kernels.rdp(q[:, None], sigma[:, None], orders)  # (C, K)
+    curve = kernels.rdp_core(q[:, None], sigma[:, None], orders)  # (C, K)
     total = conversions.scale_rdp(curve[:, None, :], steps[None, :, None])  # (C, T, K)
 
     def one_delta(d):
@@ -943,41 +905,4 @@ def epsilon_grid(
             out.reshape(shape[0] * shape[1], shape[2], shape[3]), chunk,
             progress=progress, label="epsilon_grid",
         )
-    return out
-
-    devices = tuple(jax.devices())
-    nd = len(devices)
-    n_cells = shape[0] * shape[1]
-    per_cell = shape[2] * len(cfg.orders)
-    chunk = cells_per_chunk or max(1, min(8192, _GRID_ELEMENTS // per_cell))
-    chunk = min(chunk, n_cells)
-    chunk = max(nd, -(-chunk // nd) * nd)
-    n_chunks = -(-n_cells // chunk)
-    qq, ss = (a.ravel() for a in np.meshgrid(axes["q"], axes["noise_multiplier"], indexing="ij"))
-    pad = n_chunks * chunk - n_cells
-    qq = np.concatenate([qq, np.zeros(pad)])
-    ss = np.concatenate([ss, np.ones(pad)])
-    flat_out = out.reshape(n_cells, shape[2], shape[3])
-
-    bar = _Progress(n_chunks, progress, "epsilon_grid")
-    with jax.enable_x64(True):
-        fn = _compiled(_grid_core, cfg, devices, in_specs=(P("batch"), P("batch"), P(), P()))
-        steps_d = _put(axes["steps"], devices, P())
-        delta_d = _put(axes["delta"], devices, P())
-        pending = None
-        for i in range(n_chunks + 1):
-            current = None
-            if i < n_chunks:
-                sl = slice(i * chunk, (i + 1) * chunk)
-                current = fn(
-                    _put(qq[sl], devices, P("batch")), _put(ss[sl], devices, P("batch")),
-                    steps_d, delta_d,
-                )  # dispatched asynchronously while the previous chunk is copied out
-            if pending is not None:
-                j, result = pending
-                lo, hi = j * chunk, min((j + 1) * chunk, n_cells)
-                flat_out[lo:hi] = np.asarray(_fetch(result))[: hi - lo]
-                bar.update(j + 1)
-            pending = (i, current) if current is not None else None
-    bar.close()
     return out
