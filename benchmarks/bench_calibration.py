@@ -59,14 +59,12 @@ def _dp_accounting_sigma(eps, delta, q, steps, orders, sigma_hint):
 
 def _where_the_time_goes(eps, delta, q, steps, orders, t_total):
     """Mean curve evaluations per target, and the cost of one batched evaluation."""
-    cfg = sweep._Config(tuple(float(a) for a in orders), "improved", 1e-6)
+    cfg = sweep._config(orders, "improved", 1e-6, "rdp")
     with jax.enable_x64(True):
         args = [jax.numpy.asarray(a) for a in (eps, delta, q, steps)]
         _, _, evaluations = jax.jit(lambda *a: sweep._noise_core(cfg, *a))(*args)
         sigma = sweep.noise_multiplier(eps, delta, q, steps, orders=orders).value
-        one = jax.jit(
-            lambda q, s, t, d: sweep._epsilon(sweep._scaled(t, sweep._curve(q, s, cfg)), d, cfg)
-        )
+        one = jax.jit(lambda q, s, t, d: sweep._model(cfg).epsilon(q, s, t, d)[0])
         jax.block_until_ready(one(args[2], sigma, args[3], args[1]))
         t_eval = best_of(lambda: one(args[2], sigma, args[3], args[1]), 3)
     ev = np.asarray(evaluations)

@@ -36,3 +36,11 @@ def compute_context(*args):
             contextlib.nullcontext()
         )
     return jnp.dtype(jnp.result_type(float)), contextlib.nullcontext()
+
+
+def call(kernel, *args, **static):
+    """``kernel(*args, **static)`` with ``args`` as arrays of the dtype :func:`compute_context`
+    picks, inside its context (the one entry of elementwise public functions)."""
+    dtype, context = compute_context(*args)
+    with context:
+        return kernel(*(jnp.asarray(a, dtype) for a in args), **static)

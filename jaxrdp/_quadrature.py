@@ -27,7 +27,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxrdp import _logmath, _tilted32
+from jaxrdp import _logmath, _solver, _tilted32
 
 
 class QuadratureConfig(NamedTuple):
@@ -68,14 +68,7 @@ def config_for(dtype) -> QuadratureConfig:
 
 def _bisect(fn, lo, hi, iterations: int):
     """Root of ``fn`` on ``[lo, hi]`` with ``fn(lo) <= 0 <= fn(hi)``, elementwise."""
-
-    def body(_, bracket):
-        lo, hi = bracket
-        mid = 0.5 * (lo + hi)
-        below = fn(mid) < 0
-        return jnp.where(below, mid, lo), jnp.where(below, hi, mid)
-
-    lo, hi = jax.lax.fori_loop(0, iterations, body, (lo, hi))
+    lo, hi = _solver.bisect(lambda t: fn(t) < 0, lo, hi, iterations)
     return 0.5 * (lo + hi)
 
 

@@ -1,13 +1,73 @@
-"""Eager argument checks that name the argument and its offending value.
+"""Argument domains: eager checks that name the argument and its value, traced masks.
 
-Checks run only on concrete values; under ``jit`` the arguments are tracers and the
-kernels' documented NaN conventions take over.
+A :class:`Spec` lists each argument's :class:`Range`; from it come both the eager
+``ValueError`` (concrete values; naming the first bad argument and value) and the traced
+mask of lanes out of their domain (NaN included), which jitted functions turn into the
+documented NaN results. Checks run only on concrete values; under ``jit`` the arguments
+are tracers and the masks take over.
 """
 
 from __future__ import annotations
 
+import functools
+from typing import NamedTuple
+
 import jax
+import jax.numpy as jnp
 import numpy as np
+
+
+class Range(NamedTuple):
+    """The domain of one argument: ``[low, high]`` (ends optional), NaN never allowed."""
+
+    low: float | None = None
+    high: float | None = None
+    low_inclusive: bool = True
+    high_inclusive: bool = True
+    allow_inf: bool = True
+    integer: bool = False
+
+
+#: Common ranges.
+NONNEGATIVE = Range(low=0.0)
+UNIT = Range(low=0.0, high=1.0)
+COUNT = Range(low=0.0, allow_inf=False, integer=True)
+
+
+class Spec:
+    """The domains of a function's arguments, in positional order.
+
+    ``Spec(q=UNIT, sigma=NONNEGATIVE)``: :meth:`check` raises on concrete values,
+    :meth:`invalid` gives the traced mask, both from the same ranges.
+    """
+
+    def __init__(self, **ranges: Range):
+        self.ranges = ranges
+
+    def check(self, *values) -> None:
+        """Raise ``ValueError`` naming the first argument out of its range (eager only)."""
+        for (name, r), value in zip(self.ranges.items(), values):
+            check_range(name, value, **r._asdict())
+
+    def invalid(self, *values):
+        """Boolean mask (broadcast shape) of lanes with any argument out of its range."""
+        return functools.reduce(
+            jnp.logical_or, [outside(v, r) for r, v in zip(self.ranges.values(), values)]
+        )
+
+
+def outside(value, r: Range):
+    """Traced mask of elements of ``value`` outside ``r`` (NaN included)."""
+    bad = jnp.isnan(value)
+    if r.low is not None:
+        bad = bad | ~(value >= r.low if r.low_inclusive else value > r.low)
+    if r.high is not None:
+        bad = bad | ~(value <= r.high if r.high_inclusive else value < r.high)
+    if not r.allow_inf:
+        bad = bad | jnp.isinf(value)
+    if r.integer:
+        bad = bad | (value != jnp.floor(value))
+    return bad
 
 
 def is_concrete(*values) -> bool:
@@ -30,6 +90,7 @@ def check_range(
     low_inclusive: bool = True,
     high_inclusive: bool = True,
     allow_inf: bool = True,
+    integer: bool = False,
 ) -> None:
     """Raise ``ValueError`` naming ``name`` if any element of ``value`` is out of range or NaN.
 
@@ -48,3 +109,19 @@ def check_range(
         _first_bad(name, arr, arr < low if low_inclusive else arr <= low, requirement)
     if high is not None:
         _first_bad(name, arr, arr > high if high_inclusive else arr >= high, requirement)
+    if integer:
+        _first_bad(name, arr, arr != np.floor(arr), f"an integer ≥ {low:g}")
+
+
+def check_integer(name: str, value, *, low: float) -> None:
+    """Raise ``ValueError`` naming ``name`` unless every element is a finite integer ``≥ low``.
+
+    Does nothing when ``value`` is a tracer.
+    """
+    check_range(name, value, low=low, allow_inf=False, integer=True)
+
+
+def check_choice(name: str, value, choices: tuple) -> None:
+    """Raise ``ValueError`` naming ``name`` unless ``value`` is one of ``choices``."""
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {choices}; got {name}={value!r}")

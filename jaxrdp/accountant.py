@@ -141,7 +141,7 @@ def init(orders=None, dtype=None) -> RdpState:
         orders = kernels.DEFAULT_ORDERS
     if np.ndim(orders) != 1:
         raise ValueError(f"orders must be 1-D; got orders of shape {np.shape(orders)}")
-    conversions._check_orders(orders)
+    conversions.check_orders(orders)
     dtype = jnp.dtype(jnp.result_type(float) if dtype is None else dtype)
     if not jnp.issubdtype(dtype, jnp.floating):
         raise ValueError(f"dtype must be a floating dtype; got dtype={dtype}")
@@ -196,14 +196,15 @@ def compose(state: RdpState, q, sigma, steps=1) -> RdpState:
     """
     _validate.check_range("q", q, low=0.0, high=1.0)
     _validate.check_range("sigma", sigma, low=0.0)
-    conversions._check_steps(steps)
+    conversions.check_steps(steps)
     for name, value in (("q", q), ("sigma", sigma), ("steps", steps)):
         if np.ndim(value) != 0:
             raise ValueError(f"{name} must be a scalar; got {name} of shape {np.shape(value)}")
     dtype = _state_dtype(state)
     with _x64_scope(state, q, sigma, steps):
-        per_step = kernels.rdp(jnp.asarray(q, dtype), jnp.asarray(sigma, dtype), state.orders)
-        increment = conversions._scale_rdp(per_step, jnp.asarray(steps, dtype))
+        q_, sigma_ = jnp.asarray(q, dtype), jnp.asarray(sigma, dtype)
+        per_step = kernels.rdp_core(q_, sigma_, state.orders)
+        increment = conversions.scale_rdp(per_step, jnp.asarray(steps, dtype))
         return _accumulate(state, increment)
 
 

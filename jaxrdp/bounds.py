@@ -27,7 +27,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxrdp import _precision, _validate
+from jaxrdp import _precision, _solver, _validate
 
 __all__ = [
     "THEOREM11_MAX_Q",
@@ -74,10 +74,14 @@ class Theorem11MaxOrder(NamedTuple):
     """Largest α satisfying condition (5) alone (NaN where ``σ < 4``)."""
 
 
-def _call(kernel, *args):
-    dtype, context = _precision.compute_context(*args)
-    with context:
-        return kernel(*(jnp.asarray(a, dtype) for a in args))
+_call = _precision.call
+_V = _validate
+_ORDER = _V.Range(low=1.0, low_inclusive=False)
+#: The domain of each public function's arguments (eager errors and traced masks).
+_SGM_ARGS = _V.Spec(q=_V.UNIT, sigma=_V.NONNEGATIVE, alpha=_ORDER)
+_MAX_ORDER_ARGS = _V.Spec(q=_V.Range(low=0.0, high=1.0, low_inclusive=False),
+                          sigma=_V.NONNEGATIVE)
+_GENERIC_ARGS = _V.Spec(base_rdp=_V.NONNEGATIVE, orders=_ORDER, r=_V.UNIT)
 
 
 # --------------------------------------------------------------------------- Theorem 11
@@ -110,10 +114,7 @@ def _conditions(q, sigma, d):
 @jax.jit
 def _theorem11_jit(q, sigma, alpha):
     q, sigma, alpha = jnp.broadcast_arrays(q, sigma, alpha)
-    invalid = (
-        jnp.isnan(q) | jnp.isnan(sigma) | jnp.isnan(alpha) | (q < 0) | (q > 1) | (sigma < 0)
-    )
-    invalid = invalid | ~(alpha > 1)
+    invalid = _SGM_ARGS.invalid(q, sigma, alpha)
     zero = (q == 0) | jnp.isposinf(sigma)
     safe_sigma = jnp.where(zero | (sigma == 0), 1.0, sigma)
     ratio = q / safe_sigma
@@ -169,9 +170,7 @@ def theorem11_rdp(q, sigma, alpha):
       Mechanism", Sec. 3.2, Theorem 11 (conditions (4) and (5), from Lemma 10) and
       Table 1.
     """
-    _validate.check_range("q", q, low=0.0, high=1.0)
-    _validate.check_range("sigma", sigma, low=0.0)
-    _validate.check_range("alpha", alpha, low=1.0, low_inclusive=False)
+    _SGM_ARGS.check(q, sigma, alpha)
     return _call(_theorem11_jit, q, sigma, alpha)
 
 
@@ -200,13 +199,7 @@ def _max_order(q, sigma, condition: int, steps: int):
         alpha = 1.0 + jnp.exp(log_d)
         return holds(alpha - 1.0), alpha
 
-    def body(_, bracket):
-        lo, hi = bracket
-        mid = 0.5 * (lo + hi)
-        ok, _ = holds_at(mid)
-        return jnp.where(ok, mid, lo), jnp.where(ok, hi, mid)
-
-    lo, _ = jax.lax.fori_loop(0, steps, body, (lo0, hi0))
+    lo, _ = _solver.bisect(lambda log_d: holds_at(log_d)[0], lo0, hi0, steps)
     # Back off by a relative _BOUNDARY_BACKOFF so that the boundary order stays valid
     # when the conditions are re-evaluated in a differently compiled program (rounding
     # there may differ by a few ulps).
@@ -219,7 +212,7 @@ def _max_order(q, sigma, condition: int, steps: int):
 def _max_order_jit(q, sigma):
     q, sigma = jnp.broadcast_arrays(q, sigma)
     steps = _FLOAT64_BISECTION_STEPS if q.dtype == jnp.float64 else _FLOAT32_BISECTION_STEPS
-    invalid = jnp.isnan(q) | jnp.isnan(sigma) | ~(q > 0) | (q > 1) | (sigma < 0)
+    invalid = _MAX_ORDER_ARGS.invalid(q, sigma)
     defined = ~invalid & (sigma >= THEOREM11_MIN_SIGMA)
     finite = defined & jnp.isfinite(sigma)
     safe_q = jnp.where(finite, q, 0.1)
@@ -264,8 +257,7 @@ def theorem11_max_order(q, sigma):
     References:
       Mironov, Talwar, Zhang (2019), Theorem 11 and Figure 1 (left).
     """
-    _validate.check_range("q", q, low=0.0, high=1.0, low_inclusive=False)
-    _validate.check_range("sigma", sigma, low=0.0)
+    _MAX_ORDER_ARGS.check(q, sigma)
     return _call(_max_order_jit, q, sigma)
 
 
@@ -275,10 +267,7 @@ def theorem11_max_order(q, sigma):
 @jax.jit
 def _abadi_jit(q, sigma, alpha):
     q, sigma, alpha = jnp.broadcast_arrays(q, sigma, alpha)
-    invalid = (
-        jnp.isnan(q) | jnp.isnan(sigma) | jnp.isnan(alpha) | (q < 0) | (q > 1) | (sigma < 0)
-    )
-    invalid = invalid | ~(alpha > 1)
+    invalid = _SGM_ARGS.invalid(q, sigma, alpha)
     zero = (q == 0) | jnp.isposinf(sigma)
     infinite = ~zero & ((sigma == 0) | (q == 1) | jnp.isposinf(alpha))
     regular = ~(zero | infinite | invalid)
@@ -320,9 +309,7 @@ def abadi_asymptotic_rdp(q, sigma, alpha):
       with Differential Privacy", Lemma 3 / Appendix B; as summarised in Mironov,
       Talwar, Zhang (2019), Table 1.
     """
-    _validate.check_range("q", q, low=0.0, high=1.0)
-    _validate.check_range("sigma", sigma, low=0.0)
-    _validate.check_range("alpha", alpha, low=1.0, low_inclusive=False)
+    _SGM_ARGS.check(q, sigma, alpha)
     return _call(_abadi_jit, q, sigma, alpha)
 
 
@@ -356,9 +343,7 @@ def abadi_conditions(q, sigma, alpha):
     References:
       Mironov, Talwar, Zhang (2019), Table 1; Abadi et al. (2016), Theorem 1.
     """
-    _validate.check_range("q", q, low=0.0, high=1.0)
-    _validate.check_range("sigma", sigma, low=0.0)
-    _validate.check_range("alpha", alpha, low=1.0, low_inclusive=False)
+    _SGM_ARGS.check(q, sigma, alpha)
     return _call(_abadi_conditions_jit, q, sigma, alpha)
 
 
@@ -368,8 +353,7 @@ def abadi_conditions(q, sigma, alpha):
 @jax.jit
 def _generic_jit(base_rdp, orders, r):
     base_rdp, orders, r = jnp.broadcast_arrays(base_rdp, orders, r)
-    invalid = jnp.isnan(base_rdp) | jnp.isnan(orders) | jnp.isnan(r) | (base_rdp < 0)
-    invalid = invalid | ~(orders > 1) | (r < 0) | (r > 1)
+    invalid = _GENERIC_ARGS.invalid(base_rdp, orders, r)
     zero = (r == 0) | (base_rdp == 0)
     limit = ~zero & (jnp.isposinf(orders) | jnp.isposinf(base_rdp))
     regular = ~(invalid | zero | limit)
@@ -424,10 +408,8 @@ def generic_subsampling_rdp(base_rdp, orders, r):
       bounds under the same relation.
     """
     if callable(base_rdp):
-        _validate.check_range("orders", orders, low=1.0, low_inclusive=False)
+        _validate.check_range("orders", orders, **_ORDER._asdict())
         base_rdp = base_rdp(orders)
-    _validate.check_range("base_rdp", base_rdp, low=0.0)
-    _validate.check_range("orders", orders, low=1.0, low_inclusive=False)
-    _validate.check_range("r", r, low=0.0, high=1.0)
+    _GENERIC_ARGS.check(base_rdp, orders, r)
     return _call(_generic_jit, base_rdp, orders, r)
 

@@ -104,24 +104,18 @@ class OrderAtEdgeWarning(UserWarning):
 # --------------------------------------------------------------------------- helpers
 
 
-def _check_method(method: str) -> None:
-    if method not in METHODS:
-        raise ValueError(f"method must be one of {METHODS}; got method={method!r}")
+def check_method(method: str) -> None:
+    """The one check of a conversion method name (``ValueError`` naming it)."""
+    _validate.check_choice("method", method, METHODS)
 
 
-def _check_steps(steps) -> None:
+def check_steps(steps) -> None:
     """Steps must be non-negative integers (concrete values only)."""
-    if not _validate.is_concrete(steps):
-        return
-    _validate.check_range("steps", steps, low=0.0, allow_inf=False)
-    arr = np.asarray(steps, dtype=np.float64)
-    bad = arr != np.floor(arr)
-    if np.any(bad):
-        value = arr[bad].flat[0] if arr.ndim else arr
-        raise ValueError(f"steps must be a non-negative integer; got steps={float(value)!r}")
+    _validate.check_integer("steps", steps, low=0.0)
 
 
-def _check_orders(orders) -> None:
+def check_orders(orders) -> None:
+    """Orders: at least one axis, not empty, every element ``> 1`` (concrete values only)."""
     if np.ndim(orders) < 1:
         raise ValueError(
             f"orders must have at least one axis (the orders axis); got shape {np.shape(orders)}"
@@ -131,7 +125,7 @@ def _check_orders(orders) -> None:
     _validate.check_range("orders", orders, low=1.0, low_inclusive=False)
 
 
-def _scale_rdp(per_step, steps):
+def scale_rdp(per_step, steps):
     """``steps · per_step`` with ``0 · inf = 0`` (zero steps cost nothing); NaN for bad steps."""
     steps = jnp.asarray(steps, per_step.dtype)
     bad = jnp.isnan(steps) | (steps < 0)
@@ -148,12 +142,13 @@ def _safe(x):
     return jnp.where(jnp.isfinite(x), x, 0.0)
 
 
-def _epsilon_per_order(rdp, alpha, log_delta, method: str):
-    """ε(α) of one order, with the KL shortcut; elementwise, all arrays of one dtype.
+def _conversion_terms(alpha, log_delta, method: str):
+    """The two terms ``c_α(δ) = term1 + term2`` of ε(α) = r_α + c_α(δ); elementwise.
 
-    ``rdp ≥ 0`` (may be ``+inf``), ``α > 1`` (may be ``+inf``), ``log δ ∈ [−inf, 0]``.
+    Classic (Mironov 2017, Prop. 3): ``c = log(1/δ)/(α−1)``; improved (Canonne, Kamath,
+    Steinke 2020, Prop. 12): ``c = log(1−1/α) − (log δ + log α)/(α−1)``. At α = ∞ both
+    are 0 (pure DP).
     """
-    u = _ulp(rdp.dtype)
     finite_alpha = jnp.isfinite(alpha)
     a = jnp.where(finite_alpha, alpha, 2.0)
     am1 = a - 1.0
@@ -163,9 +158,31 @@ def _epsilon_per_order(rdp, alpha, log_delta, method: str):
     else:
         term1 = jnp.zeros_like(a)
         term2 = -log_delta / am1
-    # At α = ∞ both bounds become pure DP: ε = r_∞ for any δ ≥ 0.
-    term1 = jnp.where(finite_alpha, term1, 0.0)
-    term2 = jnp.where(finite_alpha, term2, 0.0)
+    return jnp.where(finite_alpha, term1, 0.0), jnp.where(finite_alpha, term2, 0.0)
+
+
+def rdp_budget(epsilon, delta, orders, method: str):
+    """Per-order RDP budgets: order α meets ``(ε, δ)`` iff its total RDP is ``≤ R_α``.
+
+    ``R_α = max(ε − c_α(δ), −log(1 − δ²))``: the inverse of the per-order conversion
+    (:func:`epsilon_from_rdp`, up to its rounding margin) or its KL shortcut. An internal
+    core (no checks): ``epsilon``, ``delta`` of shape ``(n,)``, ``orders`` ``(K,)``;
+    returns ``(n, K)``. Used by calibrators to *model* feasibility; decisions are made
+    with the exact ε.
+    """
+    log_delta = jnp.log(delta)[:, None]
+    term1, term2 = _conversion_terms(jnp.asarray(orders, epsilon.dtype), log_delta, method)
+    kl = -jnp.log1p(-delta * delta)
+    return jnp.maximum(epsilon[:, None] - term1 - term2, kl[:, None])
+
+
+def _epsilon_per_order(rdp, alpha, log_delta, method: str):
+    """ε(α) of one order, with the KL shortcut; elementwise, all arrays of one dtype.
+
+    ``rdp ≥ 0`` (may be ``+inf``), ``α > 1`` (may be ``+inf``), ``log δ ∈ [−inf, 0]``.
+    """
+    u = _ulp(rdp.dtype)
+    term1, term2 = _conversion_terms(alpha, log_delta, method)
     eps = rdp + term1 + term2
     eps = eps + u * (jnp.abs(_safe(rdp)) + jnp.abs(term1) + jnp.abs(_safe(term2)))
 
@@ -233,7 +250,7 @@ def _broadcast_curve(rdp, orders, target):
 
 
 @functools.partial(jax.jit, static_argnames=("method",))
-def _epsilon_core(rdp, orders, delta, method):
+def epsilon_core(rdp, orders, delta, method):
     orders_b, delta_b, safe_rdp, safe_orders, bad_curve = _broadcast_curve(rdp, orders, delta)
     invalid = bad_curve | jnp.isnan(delta_b) | (delta_b < 0) | (delta_b > 1)
     safe_delta = jnp.where(invalid, 0.5, delta_b)
@@ -252,7 +269,7 @@ def _epsilon_core(rdp, orders, delta, method):
 
 
 @functools.partial(jax.jit, static_argnames=("method",))
-def _delta_core(rdp, orders, epsilon, method):
+def delta_core(rdp, orders, epsilon, method):
     orders_b, eps_b, safe_rdp, safe_orders, bad_curve = _broadcast_curve(rdp, orders, epsilon)
     invalid = bad_curve | jnp.isnan(eps_b) | (eps_b < 0)
     safe_eps = jnp.where(invalid, 1.0, eps_b)[..., None]
@@ -312,12 +329,12 @@ def _warn_if_at_edge(at_edge, orders, what: str) -> None:
 def _convert_curve(rdp, orders, target, target_name, method, kind):
     """An RDP curve converted to ``kind`` ("epsilon" or "delta") at ``target`` (the other
     of the two, named ``target_name``): checks, precision rule, core and edge warning."""
-    _check_method(method)
+    check_method(method)
     _check_shapes(np.shape(rdp), np.shape(orders), target_name, np.shape(target))
     _validate.check_range("rdp", rdp, low=0.0)
-    _check_orders(orders)
+    check_orders(orders)
     _validate.check_range(target_name, target, low=0.0, high=1.0 if target_name == "delta" else None)
-    core = _epsilon_core if kind == "epsilon" else _delta_core
+    core = epsilon_core if kind == "epsilon" else delta_core
     dtype, ctx = _precision.compute_context(rdp, orders, target)
     with ctx:
         result, _ = core(
@@ -457,7 +474,7 @@ def _refine(q, sigma, steps, target, lo, hi, method, kind):
         log_delta = jnp.log(jnp.where((target > 0) & (target <= 1), target, 0.5))
 
         def objective(alpha):
-            total = _scale_rdp(kernels.rdp(q, sigma, alpha), steps)
+            total = scale_rdp(kernels.rdp_core(q, sigma, alpha), steps)
             return _epsilon_per_order(total, alpha, log_delta, method)
 
         alpha, value = _golden_section(objective, lo, hi, _REFINE_ITERATIONS)
@@ -468,7 +485,7 @@ def _refine(q, sigma, steps, target, lo, hi, method, kind):
     safe_eps = jnp.where(target >= 0, target, 1.0)
 
     def objective(alpha):
-        total = _scale_rdp(kernels.rdp(q, sigma, alpha), steps)
+        total = scale_rdp(kernels.rdp_core(q, sigma, alpha), steps)
         return _log_delta_per_order(total, alpha, safe_eps, method)
 
     alpha, log_value = _golden_section(objective, lo, hi, _REFINE_ITERATIONS)
@@ -491,16 +508,17 @@ def _orders_for_kernel(orders, dtype):
     return jnp.sort(jnp.asarray(orders, dtype))
 
 
+_SGM_ARGS = _validate.Spec(q=_validate.UNIT, sigma=_validate.NONNEGATIVE, steps=_validate.COUNT)
+
+
 def _check_sgm_args(q, sigma, steps, orders):
     """Validate q, σ, steps and orders; concrete orders come back as float64 NumPy."""
-    _validate.check_range("q", q, low=0.0, high=1.0)
-    _validate.check_range("sigma", sigma, low=0.0)
-    _check_steps(steps)
+    _SGM_ARGS.check(q, sigma, steps)
     if orders is None:
         orders = kernels.DEFAULT_ORDERS
     if np.ndim(orders) != 1:
         raise ValueError(f"orders must be 1-D; got orders of shape {np.shape(orders)}")
-    _check_orders(orders)
+    check_orders(orders)
     if _validate.is_concrete(orders) and not isinstance(orders, jax.Array):
         orders = np.asarray(orders, dtype=np.float64)
     return orders
@@ -525,14 +543,14 @@ def _prepare_sgm(q, sigma, steps, target, target_name, orders):
 
 def _convert_sgm(q, sigma, steps, target, target_name, orders, method, refine, kind):
     """The SGM's RDP curve after ``steps`` steps, converted to ``kind`` ("epsilon"/"delta")."""
-    core = _epsilon_core if kind == "epsilon" else _delta_core
+    core = epsilon_core if kind == "epsilon" else delta_core
     orders, dtype, ctx = _prepare_sgm(q, sigma, steps, target, target_name, orders)
     with ctx:
         q_, sigma_, target_ = (jnp.asarray(v, dtype) for v in (q, sigma, target))
         steps_ = jnp.asarray(steps, dtype)
         orders_ = _orders_for_kernel(orders, dtype)
-        per_step = kernels.rdp(q_[..., None], sigma_[..., None], orders_)
-        total = _scale_rdp(per_step, steps_[..., None])
+        per_step = kernels.rdp_core(q_[..., None], sigma_[..., None], orders_)
+        total = scale_rdp(per_step, steps_[..., None])
         result, index = core(total, jnp.asarray(orders_, dtype), target_, method)
         if refine:
             shape = result[0].shape
@@ -545,15 +563,8 @@ def _convert_sgm(q, sigma, steps, target, target_name, orders, method, refine, k
 
 
 def epsilon(
-    q,
-    sigma,
-    steps,
-    delta,
-    *,
-    orders=None,
-    method: str = "improved",
-    refine: bool = False,
-    return_info: bool = False,
+    q, sigma, steps, delta,
+    *, orders=None, method: str = "improved", refine: bool = False, return_info: bool = False,
 ):
     """ε of ``steps``-fold composition of the Sampled Gaussian Mechanism.
 
@@ -593,22 +604,15 @@ def epsilon(
       Mironov, Talwar, Zhang (2019), "Rényi Differential Privacy of the Sampled Gaussian
       Mechanism", Sec. 3; conversions as in :func:`epsilon_from_rdp`.
     """
-    _check_method(method)
+    check_method(method)
     _validate.check_range("delta", delta, low=0.0, high=1.0)
     result = _convert_sgm(q, sigma, steps, delta, "delta", orders, method, refine, "epsilon")
     return result if return_info else (result.epsilon, result.order)
 
 
 def delta(
-    q,
-    sigma,
-    steps,
-    epsilon,
-    *,
-    orders=None,
-    method: str = "improved",
-    refine: bool = False,
-    return_info: bool = False,
+    q, sigma, steps, epsilon,
+    *, orders=None, method: str = "improved", refine: bool = False, return_info: bool = False,
 ):
     """δ of ``steps``-fold composition of the Sampled Gaussian Mechanism at a given ε.
 
@@ -635,7 +639,7 @@ def delta(
     References:
       Mironov, Talwar, Zhang (2019), Sec. 3; conversions as in :func:`delta_from_rdp`.
     """
-    _check_method(method)
+    check_method(method)
     _validate.check_range("epsilon", epsilon, low=0.0)
     result = _convert_sgm(q, sigma, steps, epsilon, "epsilon", orders, method, refine, "delta")
     return result if return_info else (result.delta, result.order)
@@ -681,5 +685,5 @@ def compose_rdp(q, sigma, steps, orders=None):
             jnp.broadcast_to(jnp.asarray(v, dtype), seg_shape) for v in (q, sigma, steps)
         )
         orders_ = _orders_for_kernel(orders, dtype)
-        per_step = kernels.rdp(q_[..., None], sigma_[..., None], orders_)
-        return jnp.sum(_scale_rdp(per_step, steps_[..., None]), axis=-2)
+        per_step = kernels.rdp_core(q_[..., None], sigma_[..., None], orders_)
+        return jnp.sum(scale_rdp(per_step, steps_[..., None]), axis=-2)

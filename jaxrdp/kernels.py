@@ -180,17 +180,22 @@ def _rdp_jit(q, sigma, alpha):
     return _rdp_from_log_a(_log_a_elementwise(q, sigma, alpha), q, sigma, alpha)
 
 
-@functools.partial(jax.jit, static_argnames="plan")
-def _log_a_orders_jit(q, sigma, plan):
-    q, sigma = jnp.broadcast_arrays(q, sigma)
-    q, sigma = _representable_inputs(q, sigma)
+def _cells(q, sigma, cells: tuple):
+    """``q, σ`` (float64) broadcast to ``cells + (1,)`` with that orders' axis dropped."""
+    q, sigma = (jnp.broadcast_to(jnp.asarray(v, jnp.float64), cells + (1,))[..., 0]
+                for v in (q, sigma))
+    return _representable_inputs(q, sigma)
+
+
+@functools.partial(jax.jit, static_argnames=("plan", "cells"))
+def _log_a_orders_jit(q, sigma, plan, cells):
+    q, sigma = _cells(q, sigma, cells)
     return _log_a_orders(q, sigma, plan)
 
 
-@functools.partial(jax.jit, static_argnames="plan")
-def _rdp_orders_jit(q, sigma, plan):
-    q, sigma = jnp.broadcast_arrays(q, sigma)
-    q, sigma = _representable_inputs(q, sigma)
+@functools.partial(jax.jit, static_argnames=("plan", "cells"))
+def _rdp_orders_jit(q, sigma, plan, cells):
+    q, sigma = _cells(q, sigma, cells)
     alpha = jnp.asarray(plan.orders, q.dtype)
     value = _log_a_orders(q, sigma, plan)
     return _rdp_from_log_a(value, q[..., None], sigma[..., None], alpha)
@@ -239,16 +244,32 @@ def _dispatch(elementwise, orders_kernel, q, sigma, alpha, *, alpha_low_inclusiv
     _validate.check_range("alpha", alpha, low=1.0, low_inclusive=alpha_low_inclusive)
     dtype, context = _precision.compute_context(q, sigma, alpha)
     with context:
-        q, sigma = (jnp.asarray(v, dtype) for v in (q, sigma))
-        path, plan = _route(q, sigma, alpha, dtype)
-        if path == "orders":
-            # Cells: the broadcast shape without the orders' axis, along which q and σ
-            # have size 1 (or which they lack).
-            full = jnp.broadcast_shapes(q.shape, sigma.shape, np.shape(alpha))
-            cells = full[:-1] + (1,)
-            q, sigma = (jnp.broadcast_to(v, cells)[..., 0] for v in (q, sigma))
-            return orders_kernel(q, sigma, plan)
-        return elementwise(q, sigma, jnp.asarray(alpha, dtype))
+        return _run(elementwise, orders_kernel, q, sigma, alpha, dtype)
+
+
+def _run(elementwise, orders_kernel, q, sigma, alpha, dtype):
+    """Evaluate on the path that :func:`_route` chooses (inputs already validated)."""
+    path, plan = _route(q, sigma, alpha, dtype)
+    if path == "orders":
+        # Cells: the broadcast shape without the orders' axis, along which q and σ have
+        # size 1 (or which they lack). Broadcasting happens inside the compiled program.
+        full = np.broadcast_shapes(np.shape(q), np.shape(sigma), np.shape(alpha))
+        return orders_kernel(q, sigma, plan, full[:-1])
+    q, sigma = (jnp.asarray(v, dtype) for v in (q, sigma))
+    return elementwise(q, sigma, jnp.asarray(alpha, dtype))
+
+
+def rdp_core(q, sigma, alpha):
+    """:func:`rdp` for internal callers that validated their arguments already.
+
+    No argument checks and no precision choice: ``q`` and ``sigma`` are computed in
+    their (common floating) dtype, inside the caller's precision scope; concrete NumPy
+    ``alpha`` takes the fast path as in :func:`rdp`.
+    """
+    dtype = jnp.result_type(q, sigma)
+    if not jnp.issubdtype(dtype, jnp.floating):
+        dtype = jnp.result_type(float)
+    return _run(_rdp_jit, _rdp_orders_jit, q, sigma, alpha, dtype)
 
 
 def log_a(q, sigma, alpha):

@@ -41,7 +41,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxrdp import _precision, _validate
+from jaxrdp import _precision, _solver, _validate
 from jaxrdp.kernels import FLOAT32_SAFETY_MARGIN
 
 __all__ = [
@@ -109,16 +109,29 @@ class ApproxZcdp(NamedTuple):
 # --------------------------------------------------------------------------- helpers
 
 
-def _call(kernel, *args, **static):
-    """Run ``kernel`` on ``args`` as arrays of one floating dtype (see module docstring)."""
-    dtype, context = _precision.compute_context(*args)
-    with context:
-        return kernel(*(jnp.asarray(a, dtype) for a in args), **static)
+_V = _validate
+_NN = _V.NONNEGATIVE
+#: The domain of each public function's arguments (eager errors and traced masks).
+_GAUSSIAN_ARGS = _V.Spec(sigma=_NN, sensitivity=_NN)
+_PURE_ARGS = _V.Spec(epsilon=_NN)
+_COMPOSE_ARGS = _V.Spec(rhos=_NN, xis=_NN, deltas=_V.UNIT)
+_GROUP_ARGS = _V.Spec(rho=_NN, k=_V.Range(low=1.0, allow_inf=False, integer=True), xi=_NN)
+_CURVE_ARGS = _V.Spec(rho=_NN, orders=_V.Range(low=1.0, low_inclusive=False), xi=_NN)
+_DELTA_ARGS = _V.Spec(rho=_NN, epsilon=_NN, xi=_NN)
+_EPSILON_ARGS = _V.Spec(rho=_NN, delta=_V.UNIT, xi=_NN)
+_FROM_CURVE_ARGS = _V.Spec(xi_hat=_V.UNIT, rho_hat=_V.UNIT)
+_DELTA_APPROX_ARGS = _V.Spec(rho=_NN, epsilon=_NN, approx_delta=_V.UNIT, xi=_NN)
+_EPSILON_APPROX_ARGS = _V.Spec(rho=_NN, delta=_V.UNIT, approx_delta=_V.UNIT, xi=_NN)
 
 
-def _check_method(method: str) -> None:
-    if method not in CONVERSION_METHODS:
-        raise ValueError(f"method must be one of {CONVERSION_METHODS}; got method={method!r}")
+_call = _precision.call
+
+
+def _convert(kernel, spec: _validate.Spec, method: str, *args):
+    """Check ``method`` and ``args`` (named by ``spec``) once, then run ``kernel``."""
+    _validate.check_choice("method", method, CONVERSION_METHODS)
+    spec.check(*args)
+    return _call(kernel, *args, method=method)
 
 
 def _bisection_steps(dtype) -> int:
@@ -131,7 +144,7 @@ def _bisection_steps(dtype) -> int:
 @jax.jit
 def _gaussian_rho_jit(sigma, sensitivity):
     sigma, sensitivity = jnp.broadcast_arrays(sigma, sensitivity)
-    invalid = jnp.isnan(sigma) | jnp.isnan(sensitivity) | (sigma < 0) | (sensitivity < 0)
+    invalid = _GAUSSIAN_ARGS.invalid(sigma, sensitivity)
     zero = (sensitivity == 0) | jnp.isposinf(sigma)
     safe_sigma = jnp.where(zero | invalid | (sigma == 0), 1.0, sigma)
     ratio = sensitivity / safe_sigma
@@ -163,15 +176,14 @@ def gaussian_rho(sigma, sensitivity=1.0):
       Bun, Steinke (2016), Proposition 1.6 (and Lemma 2.4 for the Rényi divergence of
       two Gaussians).
     """
-    _validate.check_range("sigma", sigma, low=0.0)
-    _validate.check_range("sensitivity", sensitivity, low=0.0)
+    _GAUSSIAN_ARGS.check(sigma, sensitivity)
     return _call(_gaussian_rho_jit, sigma, sensitivity)
 
 
 @jax.jit
 def _rho_from_pure_dp_jit(epsilon):
     value = 0.5 * epsilon * epsilon
-    return jnp.where(jnp.isnan(epsilon) | (epsilon < 0), jnp.nan, value)
+    return jnp.where(_PURE_ARGS.invalid(epsilon), jnp.nan, value)
 
 
 def rho_from_pure_dp(epsilon):
@@ -193,13 +205,13 @@ def rho_from_pure_dp(epsilon):
     References:
       Bun, Steinke (2016), Proposition 1.4 (proved as Proposition 3.3).
     """
-    _validate.check_range("epsilon", epsilon, low=0.0)
+    _PURE_ARGS.check(epsilon)
     return _call(_rho_from_pure_dp_jit, epsilon)
 
 
 @functools.partial(jax.jit, static_argnames=("axis",))
 def _sum_nonneg_jit(values, *, axis):
-    bad = jnp.any(jnp.isnan(values) | (values < 0), axis=axis)
+    bad = jnp.any(_V.outside(values, _NN), axis=axis)
     return jnp.where(bad, jnp.nan, jnp.sum(values, axis=axis))
 
 
@@ -225,10 +237,10 @@ def compose(rhos, xis=None, *, axis: int = -1):
     References:
       Bun, Steinke (2016), Lemma 1.7 and Lemma 2.3 (applied inductively).
     """
-    _validate.check_range("rhos", rhos, low=0.0)
     if xis is None:
+        _COMPOSE_ARGS.check(rhos)
         return _call(functools.partial(_sum_nonneg_jit, axis=axis), rhos)
-    _validate.check_range("xis", xis, low=0.0)
+    _COMPOSE_ARGS.check(rhos, xis)
 
     def kernel(r, x):
         r, x = jnp.broadcast_arrays(r, x)
@@ -237,20 +249,10 @@ def compose(rhos, xis=None, *, axis: int = -1):
     return _call(kernel, rhos, xis)
 
 
-def _check_group_size(k) -> None:
-    _validate.check_range("k", k, low=1.0, allow_inf=False)
-    if _validate.is_concrete(k):
-        arr = np.asarray(k, dtype=np.float64)
-        bad = arr != np.round(arr)
-        if np.any(bad):
-            value = arr[bad].flat[0] if arr.ndim else arr
-            raise ValueError(f"k must be a positive integer (group size); got k={value!r}")
-
-
 @jax.jit
 def _group_rho_jit(rho, k):
     rho, k = jnp.broadcast_arrays(rho, k)
-    invalid = jnp.isnan(rho) | (rho < 0) | ~(k >= 1) | (k != jnp.round(k)) | jnp.isinf(k)
+    invalid = _GROUP_ARGS.invalid(rho, k)
     return jnp.where(invalid, jnp.nan, k * k * rho)
 
 
@@ -261,7 +263,7 @@ def _group_jit(rho, k, xi):
     safe_k = jnp.where((k >= 1) & jnp.isfinite(k), k, 1.0)
     harmonic = jax.scipy.special.digamma(safe_k + 1.0) + np.euler_gamma
     xi_k = jnp.where(rho == 0, safe_k * xi, safe_k * harmonic * xi)
-    xi_k = jnp.where(jnp.isnan(rho_k) | jnp.isnan(xi) | (xi < 0), jnp.nan, xi_k)
+    xi_k = jnp.where(_GROUP_ARGS.invalid(rho, k, xi), jnp.nan, xi_k)
     return Zcdp(rho_k, xi_k)
 
 
@@ -287,11 +289,10 @@ def group_privacy(rho, k, xi=None):
     References:
       Bun, Steinke (2016), Proposition 1.9 and Proposition 5.3; Lemma 3.2.
     """
-    _validate.check_range("rho", rho, low=0.0)
-    _check_group_size(k)
     if xi is None:
+        _GROUP_ARGS.check(rho, k)
         return _call(_group_rho_jit, rho, k)
-    _validate.check_range("xi", xi, low=0.0)
+    _GROUP_ARGS.check(rho, k, xi)
     return _call(_group_jit, rho, k, xi)
 
 
@@ -300,9 +301,7 @@ def _rdp_curve_jit(rho, orders, xi):
     rho = rho[..., None]
     xi = xi[..., None]
     rho, orders, xi = jnp.broadcast_arrays(rho, orders, xi)
-    invalid = (
-        jnp.isnan(rho) | jnp.isnan(xi) | jnp.isnan(orders) | (rho < 0) | (xi < 0) | ~(orders > 1)
-    )
+    invalid = _CURVE_ARGS.invalid(rho, orders, xi)
     # 0·∞ would be NaN: with ρ = 0 the curve is the constant ξ at every order.
     value = jnp.where(rho == 0, xi, xi + rho * jnp.where(rho == 0, 1.0, orders))
     return jnp.where(invalid, jnp.nan, value)
@@ -332,9 +331,7 @@ def rdp_curve(rho, orders, xi=0.0):
       Bun, Steinke (2016), Definition 1.1 (and Eq. (2)); Mironov (2017), "Rényi
       Differential Privacy", Definition 4.
     """
-    _validate.check_range("rho", rho, low=0.0)
-    _validate.check_range("orders", orders, low=1.0, low_inclusive=False)
-    _validate.check_range("xi", xi, low=0.0)
+    _CURVE_ARGS.check(rho, orders, xi)
     return _call(_rdp_curve_jit, rho, orders, xi)
 
 
@@ -363,8 +360,7 @@ def _log_delta_of_t(t, rho, method: str):
 @functools.partial(jax.jit, static_argnames=("method",))
 def _delta_jit(rho, epsilon, xi, *, method):
     rho, epsilon, xi = jnp.broadcast_arrays(rho, epsilon, xi)
-    invalid = jnp.isnan(rho) | jnp.isnan(epsilon) | jnp.isnan(xi) | (rho < 0) | (xi < 0)
-    invalid = invalid | (epsilon < 0)
+    invalid = _DELTA_ARGS.invalid(rho, epsilon, xi)
     pure = rho == 0
     t = epsilon - xi - rho
     regular = ~invalid & ~pure & jnp.isfinite(rho)
@@ -422,11 +418,7 @@ def delta_from_zcdp(rho, epsilon, xi=0.0, method: str = "lemma3.6"):
       Bun, Steinke (2016), Proposition 1.3, Lemma 3.5, Lemma 3.6 (proved as Lemma B.2),
       Lemma 3.2 for ``ρ = 0``.
     """
-    _check_method(method)
-    _validate.check_range("rho", rho, low=0.0)
-    _validate.check_range("epsilon", epsilon, low=0.0)
-    _validate.check_range("xi", xi, low=0.0)
-    return _call(_delta_jit, rho, epsilon, xi, method=method)
+    return _convert(_delta_jit, _DELTA_ARGS, method, rho, epsilon, xi)
 
 
 def _t_closed_forms(rho, log_inv_delta):
@@ -447,13 +439,9 @@ def _t_lemma36(rho, log_delta):
     hi0 = jnp.minimum(t35, t36)  # both satisfy δ_{3.6}(t) ≤ δ, the lemma's δ being smaller.
     lo0 = jnp.zeros_like(hi0)
 
-    def body(_, bracket):
-        lo, hi = bracket
-        mid = 0.5 * (lo + hi)
-        ok = _log_delta_of_t(mid, rho, "lemma3.6") <= log_delta
-        return jnp.where(ok, lo, mid), jnp.where(ok, mid, hi)
-
-    _, hi = jax.lax.fori_loop(0, steps, body, (lo0, hi0))
+    hi, _ = _solver.bisect(
+        lambda t: _log_delta_of_t(t, rho, "lemma3.6") <= log_delta, hi0, lo0, steps
+    )
     at_zero = _log_delta_of_t(jnp.zeros_like(rho), rho, "lemma3.6") <= log_delta
     t_root = jax.lax.stop_gradient(jnp.where(at_zero, 0.0, hi))
 
@@ -472,8 +460,7 @@ def _t_lemma36(rho, log_delta):
 @functools.partial(jax.jit, static_argnames=("method",))
 def _epsilon_jit(rho, delta, xi, *, method):
     rho, delta, xi = jnp.broadcast_arrays(rho, delta, xi)
-    invalid = jnp.isnan(rho) | jnp.isnan(delta) | jnp.isnan(xi) | (rho < 0) | (xi < 0)
-    invalid = invalid | (delta < 0) | (delta > 1)
+    invalid = _EPSILON_ARGS.invalid(rho, delta, xi)
     pure = rho == 0
     regular = ~invalid & ~pure & (delta > 0) & jnp.isfinite(rho)
     safe_rho = jnp.where(regular, rho, 1.0)
@@ -520,14 +507,10 @@ def epsilon_from_zcdp(rho, delta, xi=0.0, method: str = "lemma3.6"):
       ValueError: with concrete invalid inputs or an unknown ``method``.
 
     References:
-      Bun, Steinke (2016), Proposition 1.3, Lemma 3.5, Lemma 3.6 (proved as Lemma B.2),
-      Lemma 3.2 for ``ρ = 0``.
+      Bun, Steinke (2016): the inverse of :func:`delta_from_zcdp`'s bounds, Proposition
+      1.3, Lemma 3.5, Lemma 3.6 (proved as Lemma B.2), Lemma 3.2 for ``ρ = 0``.
     """
-    _check_method(method)
-    _validate.check_range("rho", rho, low=0.0)
-    _validate.check_range("delta", delta, low=0.0, high=1.0)
-    _validate.check_range("xi", xi, low=0.0)
-    return _call(_epsilon_jit, rho, delta, xi, method=method)
+    return _convert(_epsilon_jit, _EPSILON_ARGS, method, rho, delta, xi)
 
 
 # --------------------------------------------------------------------------- DP → zCDP
@@ -536,7 +519,7 @@ def epsilon_from_zcdp(rho, delta, xi=0.0, method: str = "lemma3.6"):
 @jax.jit
 def _from_dp_curve_jit(xi_hat, rho_hat):
     xi_hat, rho_hat = jnp.broadcast_arrays(xi_hat, rho_hat)
-    invalid = ~((xi_hat >= 0) & (xi_hat <= 1) & (rho_hat >= 0) & (rho_hat <= 1))
+    invalid = _FROM_CURVE_ARGS.invalid(xi_hat, rho_hat)
     rho = 0.25 * rho_hat
     xi = xi_hat - 0.25 * rho_hat + 5.0 * jnp.sqrt(jnp.sqrt(rho_hat))
     return Zcdp(jnp.where(invalid, jnp.nan, rho), jnp.where(invalid, jnp.nan, xi))
@@ -563,8 +546,7 @@ def zcdp_from_dp_curve(xi_hat, rho_hat):
     References:
       Bun, Steinke (2016), Lemma 3.7 (proved as Lemma B.3).
     """
-    _validate.check_range("xi_hat", xi_hat, low=0.0, high=1.0)
-    _validate.check_range("rho_hat", rho_hat, low=0.0, high=1.0)
+    _FROM_CURVE_ARGS.check(xi_hat, rho_hat)
     return _call(_from_dp_curve_jit, xi_hat, rho_hat)
 
 
@@ -574,7 +556,7 @@ def zcdp_from_dp_curve(xi_hat, rho_hat):
 @functools.partial(jax.jit, static_argnames=("axis",))
 def _compose_approx_jit(rhos, xis, deltas, *, axis):
     rhos, xis, deltas = jnp.broadcast_arrays(rhos, xis, deltas)
-    bad_delta = jnp.any(jnp.isnan(deltas) | (deltas < 0) | (deltas > 1), axis=axis)
+    bad_delta = jnp.any(_V.outside(deltas, _V.UNIT), axis=axis)
     safe = jnp.where((deltas >= 0) & (deltas <= 1), deltas, 0.0)
     # 1 − Π(1 − δᵢ), accurate for tiny δᵢ.
     delta = -jnp.expm1(jnp.sum(jnp.log1p(-safe), axis=axis))
@@ -607,9 +589,7 @@ def compose_approximate(rhos, xis, deltas, *, axis: int = -1):
     References:
       Bun, Steinke (2016), Definition 8.1 and Lemma 8.2.
     """
-    _validate.check_range("rhos", rhos, low=0.0)
-    _validate.check_range("xis", xis, low=0.0)
-    _validate.check_range("deltas", deltas, low=0.0, high=1.0)
+    _COMPOSE_ARGS.check(rhos, xis, deltas)
     return _call(functools.partial(_compose_approx_jit, axis=axis), rhos, xis, deltas)
 
 
@@ -617,7 +597,7 @@ def compose_approximate(rhos, xis, deltas, *, axis: int = -1):
 def _delta_approx_jit(rho, epsilon, approx_delta, xi, *, method):
     rho, epsilon, approx_delta, xi = jnp.broadcast_arrays(rho, epsilon, approx_delta, xi)
     inner = _delta_jit(rho, epsilon, xi, method=method)
-    invalid = jnp.isnan(approx_delta) | (approx_delta < 0) | (approx_delta > 1)
+    invalid = _DELTA_APPROX_ARGS.invalid(rho, epsilon, approx_delta, xi)
     value = approx_delta + (1.0 - approx_delta) * inner
     return jnp.where(invalid, jnp.nan, value)
 
@@ -644,19 +624,15 @@ def delta_from_approximate_zcdp(rho, epsilon, approx_delta, xi=0.0, method: str 
     References:
       Bun, Steinke (2016), Definition 8.1 and Lemma 8.8.
     """
-    _check_method(method)
-    _validate.check_range("rho", rho, low=0.0)
-    _validate.check_range("epsilon", epsilon, low=0.0)
-    _validate.check_range("approx_delta", approx_delta, low=0.0, high=1.0)
-    _validate.check_range("xi", xi, low=0.0)
-    return _call(_delta_approx_jit, rho, epsilon, approx_delta, xi, method=method)
+    return _convert(
+        _delta_approx_jit, _DELTA_APPROX_ARGS, method, rho, epsilon, approx_delta, xi
+    )
 
 
 @functools.partial(jax.jit, static_argnames=("method",))
 def _epsilon_approx_jit(rho, delta, approx_delta, xi, *, method):
     rho, delta, approx_delta, xi = jnp.broadcast_arrays(rho, delta, approx_delta, xi)
-    invalid = jnp.isnan(approx_delta) | (approx_delta < 0) | (approx_delta > 1)
-    invalid = invalid | jnp.isnan(delta) | (delta < 0) | (delta > 1)
+    invalid = _EPSILON_APPROX_ARGS.invalid(rho, delta, approx_delta, xi)
     feasible = delta >= approx_delta
     usable = feasible & (approx_delta < 1)
     inner_delta = jnp.where(
@@ -692,10 +668,7 @@ def epsilon_from_approximate_zcdp(rho, delta, approx_delta, xi=0.0, method: str 
     References:
       Bun, Steinke (2016), Definition 8.1 and Lemma 8.8.
     """
-    _check_method(method)
-    _validate.check_range("rho", rho, low=0.0)
-    _validate.check_range("delta", delta, low=0.0, high=1.0)
-    _validate.check_range("approx_delta", approx_delta, low=0.0, high=1.0)
-    _validate.check_range("xi", xi, low=0.0)
-    return _call(_epsilon_approx_jit, rho, delta, approx_delta, xi, method=method)
+    return _convert(
+        _epsilon_approx_jit, _EPSILON_APPROX_ARGS, method, rho, delta, approx_delta, xi
+    )
 

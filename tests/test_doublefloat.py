@@ -10,7 +10,13 @@ import pytest
 
 from jaxrdp import _doublefloat as dd
 
-mp.mp.dps = 50
+
+
+@pytest.fixture(autouse=True)
+def _mp_precision():
+    """50 digits for this module's references, restored afterwards (no global state)."""
+    with mp.workdps(50):
+        yield
 
 
 def _mp(x: dd.DoubleFloat):

@@ -9,6 +9,8 @@ exact (integer orders, values not too small).
 from __future__ import annotations
 
 import csv
+import io
+import logging
 import math
 import os
 import subprocess
@@ -71,7 +73,8 @@ def test_elementwise_matches_mpmath_reference(reference):
     rel = _relative(got, ref)
     worst = int(np.argmax(np.abs(rel)))
     assert np.all(np.isfinite(got)), "NaN or inf inside the domain"
-    assert np.abs(rel).max() <= 1e-11, (q[worst], sigma[worst], alpha[worst], rel[worst])
+    # measured 6.2e-13 (float64, both paths): the bound is that times 1.6
+    assert np.abs(rel).max() <= 1e-12, (q[worst], sigma[worst], alpha[worst], rel[worst])
     assert rel.min() >= 0.0, "below the reference: optimistic"
 
 
@@ -87,7 +90,8 @@ def test_grid_path_matches_mpmath_reference(reference):
     picked = np.array([got[index[(a, b)], col[c]] for a, b, c in zip(q, sigma, alpha)])
     rel = _relative(picked, ref)
     worst = int(np.argmax(np.abs(rel)))
-    assert np.abs(rel).max() <= 1e-11, (q[worst], sigma[worst], alpha[worst], rel[worst])
+    # measured 6.2e-13 (float64, both paths): the bound is that times 1.6
+    assert np.abs(rel).max() <= 1e-12, (q[worst], sigma[worst], alpha[worst], rel[worst])
     assert rel.min() >= 0.0, "below the reference: optimistic"
 
 
@@ -272,14 +276,23 @@ def test_traced_bad_input_is_nan_not_zero():
 
 
 def test_one_compile_per_shape():
+    """New values of one shape reuse the compiled programs (counted from JAX's public
+    compile log, ``jax.log_compiles``)."""
     orders = np.array([1.5, 2.0, 2.5, 3.0, 10.0, 12.5, 64.0, 100.0])
-    before_grid = kernels._rdp_orders_jit._cache_size()
-    before_elem = kernels._rdp_jit._cache_size()
-    for q, sigma in [(0.01, 1.0), (0.2, 3.0), (1e-5, 50.0)]:
-        jaxrdp.rdp(np.full((3, 1), q), np.full((3, 1), sigma), orders)
-        jaxrdp.rdp(np.full(3, q), np.full(3, sigma), np.array([2.0, 3.5, 9.0]) + q)
-    assert kernels._rdp_orders_jit._cache_size() - before_grid == 1
-    assert kernels._rdp_jit._cache_size() - before_elem == 1
+    log = io.StringIO()
+    handler = logging.StreamHandler(log)
+    handler.setLevel(logging.DEBUG)
+    logging.getLogger("jax").addHandler(handler)
+    try:
+        with jax.log_compiles(True):
+            for q, sigma in [(0.01, 1.0), (0.2, 3.0), (1e-5, 50.0)]:
+                jaxrdp.rdp(np.full((3, 1), q), np.full((3, 1), sigma), orders)
+                jaxrdp.rdp(np.full(3, q), np.full(3, sigma), np.array([2.0, 3.5, 9.0]) + q)
+    finally:
+        logging.getLogger("jax").removeHandler(handler)
+    text = log.getvalue()
+    assert text.count("Compiling jit(_rdp_orders_jit)") == 1, text
+    assert text.count("Compiling jit(_rdp_jit)") == 1, text
 
 
 def test_user_jit_does_not_retrace_on_new_values():
