@@ -105,6 +105,23 @@ def _frozen_orders(orders) -> np.ndarray:
 jax.tree_util.register_pytree_node(RdpState, _flatten_state, _unflatten_state)
 
 
+def _rdp_values(values, dtype):
+    """RDP values as ``dtype``, rounded *upwards* where the input is more precise.
+
+    A float64 per-step RDP computed on the host and fed to a float32 state would otherwise
+    be rounded to nearest, i.e. possibly down by half an ulp (optimistic).
+    """
+    out = jnp.asarray(values, dtype)
+    source = values.dtype if hasattr(values, "dtype") else np.result_type(values)
+    if not jnp.issubdtype(source, jnp.floating) or jnp.finfo(source).bits <= jnp.finfo(dtype).bits:
+        return out
+    if isinstance(values, jax.core.Tracer):  # only under x64: compare in the wide dtype
+        below = out.astype(source) < values
+    else:
+        below = np.asarray(out, np.float64) < np.asarray(values, np.float64)
+    return jnp.where(below, jnp.nextafter(out, jnp.asarray(jnp.inf, dtype)), out)
+
+
 def _total(state: RdpState):
     if state.residual is None:
         return state.rdp
@@ -672,7 +689,7 @@ def compose_rdp_curve(state: RdpState, per_step_rdp, steps=1) -> RdpState:
         )
     dtype = _state_dtype(state)
     with _x64_scope(state, per_step_rdp, steps):
-        curve = jnp.asarray(per_step_rdp, dtype)
+        curve = _rdp_values(per_step_rdp, dtype)
         curve = jnp.where(curve < 0, jnp.nan, curve)
         return _accumulate(state, _times(curve, steps))
 
@@ -690,9 +707,10 @@ def compose_wor(
     clipped to norm ``C``).
 
     Args:
-      state: the current :class:`RdpState`. Under ``jit`` its orders are traced, so orders
-        above :data:`jaxrdp.wor.TRACED_MAX_ORDER` get ``+inf`` (sound; the default orders
-        stop at 1024).
+      state: the current :class:`RdpState`. Its orders are static (concrete even under
+        ``jit``), so orders up to :data:`jaxrdp.wor.MAX_ORDER` are evaluated; a state
+        built by hand with traced orders gets ``+inf`` above
+        :data:`jaxrdp.wor.TRACED_MAX_ORDER` (sound; the default orders stop at 1024).
       sigma: noise multiplier ``σ ≥ 0`` (scalar, may be traced).
       batch_size: ``B`` (positive integer, may be traced).
       dataset_size: ``N ≥ B`` (positive integer, may be traced).
@@ -721,18 +739,13 @@ def compose_wor(
         return _accumulate(state, _times(per_step, steps))
 
 
-def _steps_guess(total, per_step, orders, log_delta, target, method):
+def _steps_guess(total, per_step, orders, delta, target, method):
     """``max_α ⌊(budget_α − R_α) / r_α⌋``: the closed form before the ±1 correction.
 
-    Order α meets ``(ε, δ)`` iff ``R_α + T r_α ≤ budget_α = max(ε − c_α(δ), −log(1−δ²))``
-    (the conversion's offset ``c_α`` and its KL shortcut).
+    Order α meets ``(ε, δ)`` iff ``R_α + T r_α ≤ budget_α`` (:func:`conversions.rdp_budget`,
+    the conversion's offset and its KL shortcut).
     """
-    if method == "improved":
-        offset = jnp.log1p(-1.0 / orders) - (log_delta + jnp.log(orders)) / (orders - 1.0)
-    else:
-        offset = -log_delta / (orders - 1.0)
-    kl = -jnp.log1p(-jnp.exp(2.0 * log_delta))
-    budget = jnp.maximum(target - offset, kl)
+    budget = conversions.rdp_budget(target[None], delta[None], orders, method)[0]
     room = budget - total
     safe_r = jnp.where(per_step > 0, per_step, 1.0)
     unlimited = jnp.where(room >= 0, jnp.inf, -1.0)
@@ -768,7 +781,7 @@ def steps_remaining_rdp(
     Raises:
       ValueError: with concrete inputs, naming an invalid argument.
     """
-    conversions._check_method(method)
+    conversions.check_method(method)
     _validate.check_range("target_epsilon", target_epsilon, low=0.0)
     _validate.check_range("target_delta", target_delta, low=0.0, high=1.0, low_inclusive=False)
     _validate.check_range("per_step_rdp", per_step_rdp, low=0.0)
@@ -776,7 +789,7 @@ def steps_remaining_rdp(
     with _x64_scope(state, target_epsilon, target_delta, per_step_rdp):
         eps_t = jnp.asarray(target_epsilon, dtype)
         dlt = jnp.asarray(target_delta, dtype)
-        r = jnp.asarray(per_step_rdp, dtype)
+        r = _rdp_values(per_step_rdp, dtype)
         total = _total(state)
         invalid = (
             jnp.isnan(eps_t) | jnp.isnan(dlt) | (eps_t < 0) | ~(dlt > 0) | (dlt > 1)
@@ -784,7 +797,7 @@ def steps_remaining_rdp(
         )
         safe_r = jnp.where(jnp.isnan(r) | (r < 0), 1.0, r)
         safe_d = jnp.where(invalid, 0.5, dlt)
-        guess = _steps_guess(total, safe_r, state.orders, jnp.log(safe_d), eps_t, method)
+        guess = _steps_guess(total, safe_r, state.orders, safe_d, eps_t, method)
 
         def fits(t):
             t = jnp.maximum(t, 0.0)

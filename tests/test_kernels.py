@@ -336,7 +336,8 @@ def test_gradients_through_grid_path_and_special_lanes_are_finite():
     orders = np.array([1.5, 2.0, 3.0, 4.5, 7.0, 11.5, 33.0, 64.0])
     with jax.enable_x64(True):
         def total(q, sigma):
-            return jnp.sum(kernels._rdp_orders_jit(q, sigma, kernels._grid.OrderPlan(tuple(orders))))
+            plan = kernels._grid.OrderPlan(tuple(orders))
+            return jnp.sum(kernels._rdp_orders_jit(q, sigma, plan, q.shape))
         g = jax.grad(total, argnums=(0, 1))(jnp.array([0.0, 0.05, 1.0]), jnp.array([1.0, 2.0, 3.0]))
     assert all(np.all(np.isfinite(np.asarray(x))) for x in g)
 
