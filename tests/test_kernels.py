@@ -337,7 +337,7 @@ def test_gradients_through_grid_path_and_special_lanes_are_finite():
     with jax.enable_x64(True):
         def total(q, sigma):
             plan = kernels._grid.OrderPlan(tuple(orders))
-            return jnp.sum(kernels._rdp_orders_jit(q, sigma, plan, q.shape))
+            return jnp.sum(kernels._rdp_orders_jit(q[:, None], sigma[:, None], plan, q.shape))
         g = jax.grad(total, argnums=(0, 1))(jnp.array([0.0, 0.05, 1.0]), jnp.array([1.0, 2.0, 3.0]))
     assert all(np.all(np.isfinite(np.asarray(x))) for x in g)
 
