@@ -90,6 +90,7 @@ def on_files(files: Files, config) -> Files:
                 use_directory_urls=config.use_directory_urls,
             )
         )
+    check_docstrings()
     modules = public_modules()
     files.append(File.generated(config, "api/index.md", content=_api_index(modules)))
     for module in modules:
@@ -97,3 +98,21 @@ def on_files(files: Files, config) -> Files:
             File.generated(config, f"api/jaxrdp.{module}.md", content=f"::: jaxrdp.{module}\n")
         )
     return files
+
+
+def check_docstrings() -> None:
+    """Warn (an error under ``--strict``) for every public name without a docstring."""
+    import logging
+
+    import griffe
+
+    log = logging.getLogger("mkdocs.hooks.jaxrdp")
+    extensions = griffe.load_extensions(f"{ROOT / 'docs' / 'griffe_comment_docs.py'}:CommentDocstrings")
+    package = griffe.load("jaxrdp", search_paths=[str(ROOT)], extensions=extensions, resolve_aliases=True)
+    for module, names in public_modules().items():
+        for name in names:
+            obj = package[f"{module}.{name}"]
+            if obj.is_module:
+                continue
+            if obj.docstring is None or not obj.docstring.value.strip():
+                log.warning(f"jaxrdp.{module}.{name} has no docstring")
