@@ -1,56 +1,87 @@
-"""Execute the example notebooks in ``notebooks/`` end to end.
+"""The example notebooks: stored up to date with their sources, with outputs, and executable.
 
-Each notebook runs in a fresh ``python3`` kernel (nbclient; ipykernel installed in the same
-environment provides the kernel, no ``ipykernel install --user`` needed), with the
-``notebooks/`` folder as working directory and ``MPLBACKEND=Agg``. A cell that raises,
-including a failed ``assert`` on the numbers a notebook shows, fails the test. Outputs are
-kept in memory only; the files on disk stay without outputs (checked below).
+Every notebook's source is the jupytext percent-format script ``notebooks/NN_name.py``; the
+``.ipynb`` next to it is built from it with its outputs (figures) by ``python notebooks/build.py``.
+These tests check that
+
+* each stored ``.ipynb`` has exactly the code and markdown cells of its source (a stale
+  notebook fails: rebuild it),
+* each stored ``.ipynb`` was executed top to bottom (every code cell has an execution count,
+  in order, no error output) and carries its figures (a cell that draws has a PNG output),
+* each source executes without error in a fresh ``python3`` kernel (nbclient; working
+  directory ``notebooks/``, ``MPLBACKEND=Agg``, this checkout's jaxrdp first on the path),
+  so a failed ``assert`` on the numbers a notebook shows fails the test.
 """
 
 from __future__ import annotations
 
-import os
+import importlib.util
 import pathlib
 
 import pytest
 
 nbformat = pytest.importorskip("nbformat")
-nbclient = pytest.importorskip("nbclient")
+pytest.importorskip("nbclient")
 pytest.importorskip("ipykernel")
 pytest.importorskip("matplotlib")
+pytest.importorskip("jupytext")
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 NOTEBOOK_DIR = ROOT / "notebooks"
-NOTEBOOKS = sorted(NOTEBOOK_DIR.glob("*.ipynb"))
-CELL_TIMEOUT_S = 300
+
+
+def _load_build():
+    spec = importlib.util.spec_from_file_location("notebook_build", NOTEBOOK_DIR / "build.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+build = _load_build()
+SOURCES = build.sources()
+DRAWING_CALLS = ("plt.", "matplotlib", ".plot(", ".imshow(", ".contour")
+
+
+def _cells(nb):
+    return [(cell.cell_type, cell.source) for cell in nb.cells]
 
 
 def test_notebooks_present():
-    assert len(NOTEBOOKS) >= 5, [p.name for p in NOTEBOOKS]
+    assert len(SOURCES) >= 6, [p.name for p in SOURCES]
+    stored = sorted(p.stem for p in NOTEBOOK_DIR.glob("[0-9][0-9]_*.ipynb"))
+    assert stored == [p.stem for p in SOURCES], "every notebook needs a source and a built .ipynb"
 
 
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
-def test_notebook_stored_without_outputs(path):
-    nb = nbformat.read(path, as_version=4)
-    for cell in nb.cells:
-        if cell.cell_type == "code":
-            assert not cell.outputs, f"{path.name}: cell {cell.get('id')} has stored outputs"
-            assert cell.execution_count is None, f"{path.name}: cell {cell.get('id')} has a count"
-
-
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
-def test_notebook_executes(path, monkeypatch):
-    monkeypatch.setenv("MPLBACKEND", "Agg")
-    # The kernel imports the jaxrdp of this checkout even when it is not installed.
-    pythonpath = os.environ.get("PYTHONPATH")
-    monkeypatch.setenv(
-        "PYTHONPATH", str(ROOT) if not pythonpath else os.pathsep.join([str(ROOT), pythonpath])
+@pytest.mark.parametrize("source", SOURCES, ids=lambda p: p.stem)
+def test_stored_notebook_matches_source(source):
+    stored = nbformat.read(source.with_suffix(".ipynb"), as_version=4)
+    expected = build.read_source(source)
+    assert _cells(stored) == _cells(expected), (
+        f"{source.with_suffix('.ipynb').name} is out of date with {source.name}: "
+        f"run `python notebooks/build.py {source.name}`"
     )
-    nb = nbformat.read(path, as_version=4)
-    client = nbclient.NotebookClient(
-        nb,
-        kernel_name="python3",
-        timeout=CELL_TIMEOUT_S,
-        resources={"metadata": {"path": str(NOTEBOOK_DIR)}},
+
+
+@pytest.mark.parametrize("source", SOURCES, ids=lambda p: p.stem)
+def test_stored_notebook_has_outputs(source):
+    nb = nbformat.read(source.with_suffix(".ipynb"), as_version=4)
+    code = [cell for cell in nb.cells if cell.cell_type == "code"]
+    assert [cell.execution_count for cell in code] == list(range(1, len(code) + 1)), (
+        f"{source.stem}.ipynb was not executed top to bottom: run `python notebooks/build.py`"
     )
-    client.execute()  # raises CellExecutionError naming the failing cell
+    figures = 0
+    for cell in code:
+        kinds = [out.output_type for out in cell.outputs]
+        assert "error" not in kinds, f"{source.stem}: cell {cell.id} stored an error"
+        pngs = sum("image/png" in out.get("data", {}) for out in cell.outputs)
+        figures += pngs
+        if "plt.show()" in cell.source or "plt.subplots(" in cell.source:
+            assert pngs, f"{source.stem}: cell {cell.id} draws but stores no figure"
+    if any(call in cell.source for cell in code for call in DRAWING_CALLS):
+        assert figures, f"{source.stem} draws but stores no figure"
+
+
+@pytest.mark.parametrize("source", SOURCES, ids=lambda p: p.stem)
+def test_notebook_executes(source):
+    # Raises CellExecutionError naming the failing cell (a failed assert included).
+    build.execute(build.read_source(source), inline_figures=False)
