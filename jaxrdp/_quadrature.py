@@ -42,24 +42,10 @@ class QuadratureConfig(NamedTuple):
     central_halfwidth: float
 
 
-FLOAT64_CONFIG = QuadratureConfig(
-    nodes_per_window=48,
-    root_iterations=48,
-    edge_iterations=24,
-    series_terms=14,
-    series_radius=0.01,
-    depth=48.0,
-    central_halfwidth=11.0,
-)
-FLOAT32_CONFIG = QuadratureConfig(
-    nodes_per_window=24,
-    root_iterations=30,
-    edge_iterations=16,
-    series_terms=14,
-    series_radius=0.2,
-    depth=24.0,
-    central_halfwidth=7.5,
-)
+# One row per dtype: nodes per window, root and edge iterations, series terms, series
+# radius, depth (nats), central half-width.
+FLOAT64_CONFIG = QuadratureConfig(48, 48, 24, 14, 0.01, 48.0, 11.0)
+FLOAT32_CONFIG = QuadratureConfig(24, 30, 16, 14, 0.2, 24.0, 7.5)
 
 
 def config_for(dtype) -> QuadratureConfig:

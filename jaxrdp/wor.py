@@ -288,13 +288,18 @@ def _rdp_one(gamma, sigma, orders, max_order: int):
     return jnp.where(invalid | bad_order, jnp.nan, value)
 
 
-@functools.partial(jax.jit, static_argnames=("max_order",))
-def _rdp_jit(gamma, sigma, orders, max_order: int):
+def _per_cell(one, gamma, sigma, orders, max_order: int):
+    """``one(γ, σ, orders, max_order)`` for every cell of the broadcast ``γ, σ``."""
     gamma, sigma = jnp.broadcast_arrays(gamma, sigma)
     # lax.map, not vmap: a vmapped lax.cond would run both D_l branches for every cell.
-    flat = jax.lax.map(lambda gs: _rdp_one(gs[0], gs[1], orders, max_order),
+    flat = jax.lax.map(lambda gs: one(gs[0], gs[1], orders, max_order),
                        (gamma.reshape(-1), sigma.reshape(-1)))
     return flat.reshape(gamma.shape + orders.shape)
+
+
+@functools.partial(jax.jit, static_argnames=("max_order",))
+def _rdp_jit(gamma, sigma, orders, max_order: int):
+    return _per_cell(_rdp_one, gamma, sigma, orders, max_order)
 
 
 def _log_moment_one(gamma, sigma, orders, max_order: int):
@@ -306,10 +311,7 @@ def _log_moment_one(gamma, sigma, orders, max_order: int):
 
 @functools.partial(jax.jit, static_argnames=("max_order",))
 def _log_moment_jit(gamma, sigma, orders, max_order: int):
-    gamma, sigma = jnp.broadcast_arrays(gamma, sigma)
-    flat = jax.lax.map(lambda gs: _log_moment_one(gs[0], gs[1], orders, max_order),
-                       (gamma.reshape(-1), sigma.reshape(-1)))
-    return flat.reshape(gamma.shape + orders.shape)
+    return _per_cell(_log_moment_one, gamma, sigma, orders, max_order)
 
 
 # --------------------------------------------------------------------------- arguments
@@ -467,12 +469,7 @@ def rdp(sigma, orders, *, batch_size=None, dataset_size=None, q=None):
       Theorem 27 (for ``α ≤ 256``). dp_accounting, ``_compute_rdp_sample_wor_gaussian``.
     """
     gamma, max_order = _prepare(sigma, orders, batch_size, dataset_size, q)
-    dtype, ctx = _precision.compute_context(gamma, sigma, orders)
-    with ctx:
-        return _rdp_jit(
-            jnp.asarray(gamma, dtype), jnp.asarray(sigma, dtype), jnp.asarray(orders, dtype),
-            max_order,
-        )
+    return _precision.call(_rdp_jit, gamma, sigma, orders, max_order=max_order)
 
 
 def log_moment(sigma, orders, *, batch_size=None, dataset_size=None, q=None):
@@ -496,9 +493,4 @@ def log_moment(sigma, orders, *, batch_size=None, dataset_size=None, q=None):
       ValueError: with concrete arguments, naming the invalid one.
     """
     gamma, max_order = _prepare(sigma, orders, batch_size, dataset_size, q)
-    dtype, ctx = _precision.compute_context(gamma, sigma, orders)
-    with ctx:
-        return _log_moment_jit(
-            jnp.asarray(gamma, dtype), jnp.asarray(sigma, dtype), jnp.asarray(orders, dtype),
-            max_order,
-        )
+    return _precision.call(_log_moment_jit, gamma, sigma, orders, max_order=max_order)
