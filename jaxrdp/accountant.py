@@ -797,13 +797,14 @@ def steps_remaining_rdp(
         )
         safe_r = jnp.where(jnp.isnan(r) | (r < 0), 1.0, r)
         safe_d = jnp.where(invalid, 0.5, dlt)
-        guess = _steps_guess(total, safe_r, state.orders, safe_d, eps_t, method)
+        orders = jnp.asarray(state.orders, dtype)
+        guess = _steps_guess(total, safe_r, orders, safe_d, eps_t, method)
 
         def fits(t):
             t = jnp.maximum(t, 0.0)
             curve = total + jnp.where(t == 0, 0.0, t * safe_r)
-            eps, _ = conversions.epsilon_from_rdp(curve, state.orders, safe_d, method=method)
-            return eps <= eps_t
+            result, _ = conversions.epsilon_core(curve, orders, safe_d, method)
+            return result.epsilon <= eps_t
 
         t = jnp.where(jnp.isfinite(guess), jnp.maximum(guess, -1.0), guess)
         for _ in range(2):  # static: the closed form is off by at most one ulp-step
