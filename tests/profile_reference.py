@@ -42,6 +42,9 @@ __all__ = [
     "single_step_delta",
     "definition_delta",
     "convolution_delta",
+    "line_integral_delta",
+    "profile_delta",
+    "epsilon_for_delta",
 ]
 
 DPS = 40
@@ -257,3 +260,312 @@ def convolution_delta(q, sigma, steps, eps, direction: str = "remove", dps: int 
                     if w1 * w2 > floor:
                         total += w1 * w2 * d1(eps - l1 - l2)
     return total
+
+
+# ----------------------------------------------------------------------------------------------
+# Inverse Laplace transform along a vertical line (any T)
+# ----------------------------------------------------------------------------------------------
+
+
+class _Mgf:
+    """log E[e^{zL}] of one step, L the loss, x ~ N(mean, σ²), by the trapezoid rule in x.
+
+    ``mean`` picks the Gaussian component of P (remove: 0 or 1 with weights 1−q, q; add: 0).
+    The grid covers [mean − Kσ, mean + tilt + Kσ] (the tilted density e^{cL}·φ has its bumps at
+    the mean and, for remove, at mean + c), with t-step h = min(1/4, σ/3, πσ/U): the integrand
+    is analytic for |Im x| < πσ² and grows at most like e^{|u|·|Im x|/σ²} there, so the
+    trapezoid error is O(e^{−0.9·min(59, πU)}) relative to the integrand's size for |Im z| ≤ U.
+    """
+
+    K = 15  # φ(15) ≈ 1e-49
+
+    def __init__(self, q, sigma, direction, mean, tilt, u_max):
+        self.sign = 1 if direction == "remove" else -1
+        h = min(mp.mpf(1) / 4, sigma / 3, mp.pi * sigma / max(u_max, 1))
+        lo = -self.K
+        hi = self.K + max(tilt, 0) / sigma
+        n0, n1 = int(mp.floor(lo / h)), int(mp.ceil(hi / h))
+        self.logw = []
+        self.loss = []
+        for k in range(n0, n1 + 1):
+            t = k * h
+            self.logw.append(mp.log(h) - t * t / 2 - mp.log(2 * mp.pi) / 2)
+            self.loss.append(self.sign * _loss(q, sigma, mean + sigma * t))
+
+    def __call__(self, z):
+        """log M(z); complex z allowed (principal log; only exp(T·log M) is ever used)."""
+        terms = [lw + z * l for lw, l in zip(self.logw, self.loss)]
+        top = max(mp.re(t) for t in terms)
+        return top + mp.log(mp.fsum(mp.exp(t - top) for t in terms))
+
+
+def _mixture_log(parts):
+    """log Σ w_i e^{a_i} for [(w_i, a_i)] (w_i > 0)."""
+    top = max(mp.re(a) for _, a in parts)
+    return top + mp.log(mp.fsum(w * mp.exp(a - top) for w, a in parts))
+
+
+def _golden_min(f, lo, hi, iters=80):
+    """Minimum of a convex f on [lo, hi] (log-spaced golden-section search)."""
+    a, b = mp.log(lo), mp.log(hi)
+    g = (mp.sqrt(5) - 1) / 2
+    x1, x2 = b - g * (b - a), a + g * (b - a)
+    f1, f2 = f(mp.exp(x1)), f(mp.exp(x2))
+    for _ in range(iters):
+        if f1 < f2:
+            b, x2, f2 = x2, x1, f1
+            x1 = b - g * (b - a)
+            f1 = f(mp.exp(x1))
+        else:
+            a, x1, f1 = x1, x2, f2
+            x2 = a + g * (b - a)
+            f2 = f(mp.exp(x2))
+    return mp.exp((a + b) / 2)
+
+
+def _line_delta(logmgf_total, eps, c, u_max, digits, log_delta_est):
+    """(1/2π)∫ Re[e^{K(z)} e^{−zε}/(z(z+1))] du on Re z = c by the trapezoid rule in u.
+
+    K(z) = log of the T-step MGF. By Poisson summation the trapezoid sum with step h equals
+    Σ_k δ(ε + 2πk/h)·e^{2πck/h}: the k < 0 aliases are ≤ e^{−2πc/h} in total (δ ≤ 1), the k > 0
+    ones are ~ exp(−(2π/h)²/(2K''(c))) relative to δ(ε). h is set so both are below
+    10^{−digits}·δ; the sum is truncated where the integrand has fallen below 10^{−digits−5} of
+    its peak, before u_max (else None is returned: not converged).
+    """
+
+    def f(u):
+        z = mp.mpc(c, u)
+        return mp.re(mp.exp(logmgf_total(z) - z * eps) / (z * (z + 1)))
+
+    # second derivative of K at c (real), numerically
+    d = c * mp.mpf(10) ** -8
+    k2 = (logmgf_total(c + d) - 2 * logmgf_total(c) + logmgf_total(c - d)) / d**2
+    k2 = mp.re(k2) + 1 / c**2 + 1 / (c + 1) ** 2
+    target = digits * mp.log(10) + 10
+    h_alias_neg = 2 * mp.pi * c / (target - log_delta_est)
+    h_alias_pos = 2 * mp.pi / mp.sqrt(2 * target * k2)
+    h = min(h_alias_neg, h_alias_pos)
+    peak = abs(f(0))
+    total = f(0) / 2
+    k = 1
+    small_run = 0
+    while True:
+        u = k * h
+        if u > u_max:
+            return None, h
+        v = f(u)
+        total += v
+        if abs(v) < peak * mp.mpf(10) ** (-digits - 5):
+            small_run += 1
+            if small_run >= 20:
+                break
+        else:
+            small_run = 0
+        k += 1
+    return total * h / mp.pi, h
+
+
+def line_integral_delta(q, sigma, steps, eps, direction="remove", dps=30, c=None, split=None,
+                        u_max=None, return_info=False):
+    """δ_dir(ε) after T steps by the inverse Laplace transform along Re z = c.
+
+    δ_dir(ε) = (1/2π) ∫ Re[M(c+iu)^T e^{−(c+iu)ε} / ((c+iu)(c+iu+1))] du, M(z) = E_P[e^{zL}],
+    M from the trapezoid rule in x (:class:`_Mgf`), the u-integral by the trapezoid rule with
+    its step from the Poisson-summation alias bound (:func:`_line_delta`). c defaults to the
+    saddle point of T·log M(c) − cε − log(c(c+1)).
+
+    ``split=True`` (remove only) evaluates instead the exact decomposition by the number k of
+    sampled steps, δ = Σ_k Bin(k; T, q)·δ_k(ε), where δ_k has MGF M₁^k·M₀^{T−k} (M_m the MGF
+    under the component N(m, σ²)) and its own saddle point. This removes the near-atom of the
+    unsampled steps that makes the single line integral hard when q·√T is small. Terms are
+    summed until the binomial tail is below 10^{−dps} of the running total.
+    Returns an mpf, or None if the u-integral did not converge before u_max.
+    """
+    _check_direction(direction)
+    steps = int(steps)
+    with mp.workdps(dps + 15):
+        q, sigma, eps = mp.mpf(q), mp.mpf(sigma), mp.mpf(eps)
+        if split is None:
+            split = False
+        if split and direction != "remove":
+            raise ValueError("split is only defined for the remove direction")
+        info = {}
+        if not split:
+            comps = _components(q, direction)
+            parts_fn = lambda m_list: (lambda z: steps * _mixture_log(  # noqa: E731
+                [(w, m(z)) for (w, _), m in zip(comps, m_list)]))
+            # Saddle on a coarse real grid first (grid independent of u).
+            def real_mgf(tilt):
+                return [_Mgf(q, sigma, direction, mean, tilt, 0) for _, mean in comps]
+
+            if c is None:
+                ms = real_mgf(max(1, 4 * sigma**2 * max(eps, 1) + 10))
+
+                def obj(cc):
+                    return parts_fn(ms)(cc) - cc * eps - mp.log(cc * (cc + 1))
+
+                c = _golden_min(obj, mp.mpf(10) ** -4, mp.mpf(10) ** 5)
+                # refine with a grid sized for the found c
+                ms = real_mgf(c)
+                c = _golden_min(obj, c / 4, c * 4, iters=60)
+            c = mp.mpf(c)
+            info["c"] = c
+            ms = real_mgf(c)
+            K = parts_fn(ms)
+            log_est = K(c) - c * eps - mp.log(c * (c + 1))
+            # u-range: Gaussian estimate of the bump width, then grid for that range.
+            d = c * mp.mpf(10) ** -8
+            k2 = mp.re(K(c + d) - 2 * K(c) + K(c - d)) / d**2 + 1 / c**2
+            u_est = mp.sqrt(2 * (dps + 10) * mp.log(10) / k2) * 3
+            umax = mp.mpf(u_max) if u_max is not None else u_est
+            for _ in range(4 if u_max is None else 1):
+                ms = [_Mgf(q, sigma, direction, mean, c, umax) for _, mean in comps]
+                val, h = _line_delta(parts_fn(ms), eps, c, umax, dps, log_est)
+                if val is not None:
+                    break
+                umax *= 4
+            info.update(h=h, u_max=umax)
+            out = val
+        else:
+            m0 = None
+            total = mp.mpf(0)
+            k_mean = q * steps
+            terms = []
+            k = 0
+            while k <= steps:
+                w = mp.binomial(steps, k) * q**k * (1 - q) ** (steps - k)
+                # binomial tail beyond k (bounded by the next term's geometric series)
+                if k > k_mean + 1 and total > 0 and w < total * mp.mpf(10) ** (-dps - 5):
+                    break
+                if w == 0:
+                    k += 1
+                    continue
+                dk = _split_term(q, sigma, steps, k, eps, dps)
+                if dk is None:
+                    return (None, info) if return_info else None
+                terms.append((k, w, dk))
+                total += w * dk
+                k += 1
+            info["terms"] = terms
+            out = total
+    return (out, info) if return_info else out
+
+
+def _split_term(q, sigma, steps, k, eps, dps):
+    """δ_k(ε) for the loss Σ of k steps with x ~ N(1,σ²) and T−k with x ~ N(0,σ²) (remove)."""
+
+    def build(tilt, umax):
+        m0 = _Mgf(q, sigma, "remove", mp.mpf(0), tilt, umax) if steps - k else None
+        m1 = _Mgf(q, sigma, "remove", mp.mpf(1), tilt, umax) if k else None
+
+        def K(z):
+            s = 0
+            if m0 is not None:
+                s += (steps - k) * m0(z)
+            if m1 is not None:
+                s += k * m1(z)
+            return s
+
+        return K
+
+    K = build(max(1, 4 * sigma**2 * max(eps, 1) + 10), 0)
+
+    def obj(cc):
+        return K(cc) - cc * eps - mp.log(cc * (cc + 1))
+
+    c = _golden_min(obj, mp.mpf(10) ** -4, mp.mpf(10) ** 6)
+    K = build(c, 0)
+    c = _golden_min(obj, c / 4, c * 4, iters=60)
+    K = build(c, 0)
+    log_est = obj(c)
+    if log_est < -(dps + 40) * mp.log(10) - 50:  # negligible term (e.g. k = 0 far tail)
+        pass
+    d = c * mp.mpf(10) ** -8
+    k2 = mp.re(K(c + d) - 2 * K(c) + K(c - d)) / d**2 + 1 / c**2
+    umax = mp.sqrt(2 * (dps + 10) * mp.log(10) / k2) * 3
+    for _ in range(4):
+        val, _ = _line_delta(build(c, umax), eps, c, umax, dps, log_est)
+        if val is not None:
+            return val
+        umax *= 4
+    return None
+
+
+# ----------------------------------------------------------------------------------------------
+# Dispatch and inversion
+# ----------------------------------------------------------------------------------------------
+
+
+def profile_delta(q, sigma, steps, eps, direction="both", dps=30, split=False):
+    """δ(ε) (direction "both": the max of remove and add) by the best available reference.
+
+    q = 1: :func:`gaussian_delta`; T = 1: :func:`single_step_delta`; T = 2, 3:
+    :func:`convolution_delta`; otherwise :func:`line_integral_delta` (``split`` forwarded to the
+    remove direction). Returns (value, method).
+    """
+    steps = int(steps)
+    if direction == "both":
+        r, m = profile_delta(q, sigma, steps, eps, "remove", dps, split)
+        a, _ = profile_delta(q, sigma, steps, eps, "add", dps, split)
+        if r is None or a is None:
+            return None, m
+        return max(r, a), m
+    if mp.mpf(q) == 1:
+        return gaussian_delta(eps, sigma, steps, dps), "closed_gaussian"
+    if steps == 1:
+        return single_step_delta(q, sigma, eps, direction, dps), "closed_single"
+    if steps <= 3:
+        return convolution_delta(q, sigma, steps, eps, direction, min(dps, 25)), "convolution"
+    sp = split if direction == "remove" else False
+    return line_integral_delta(q, sigma, steps, eps, direction, dps, split=sp), "line_integral"
+
+
+def epsilon_for_delta(q, sigma, steps, delta, dps=30, split=False, rel_tol=1e-13,
+                      bracket=(1e-6, 500.0), max_iter=60):
+    """ε with δ(ε) = delta (δ = max over directions), by the Illinois (safeguarded regula
+    falsi) method on g(ε) = log δ(ε) − log delta, which is monotone non-increasing in ε.
+
+    Returns the upper end of the final bracket, so δ(returned ε) ≤ delta, the bracket's
+    relative width ≤ rel_tol (or the secant step below rel_tol). Returns 0 if δ(bracket[0]) ≤
+    delta already.
+    """
+    with mp.workdps(dps + 10):
+        logt = mp.log(mp.mpf(delta))
+
+        def g(e):
+            v, _ = profile_delta(q, sigma, steps, e, "both", dps, split)
+            if v is None:
+                raise RuntimeError("reference did not converge")
+            return mp.log(v) - logt if v > 0 else mp.mpf(-10) ** 6
+
+        a, b = mp.mpf(bracket[0]), mp.mpf(bracket[1])
+        ga, gb = g(a), g(b)
+        if ga <= 0:
+            return mp.mpf(0)
+        if gb > 0:
+            raise ValueError("delta not reached below the bracket's upper end")
+        # Shrink a huge bracket geometrically first (g is far from linear over decades).
+        while b / a > 2:
+            m = mp.sqrt(a * b)
+            gm = g(m)
+            if gm > 0:
+                a, ga = m, gm
+            else:
+                b, gb = m, gm
+        side = 0
+        for _ in range(max_iter):
+            m = (a * gb - b * ga) / (gb - ga)
+            gm = g(m)
+            if gm > 0:
+                a, ga = m, gm
+                if side == -1:
+                    gb /= 2
+                side = -1
+            else:
+                b, gb = m, gm
+                if side == 1:
+                    ga /= 2
+                side = 1
+            if (b - a) / b < rel_tol or gm == 0:
+                break
+        return b
