@@ -79,9 +79,9 @@ def test_issue_example_bracketed_by_pld():
 
 
 def test_epsilon_gaussian_sound_and_tighter_than_rdp():
-    sig = np.array([1.0, 2.0, 0.8])
-    steps = np.array([1, 10, 100])
-    dl = np.array([1e-5, 1e-6, 1e-3])
+    sig = np.array([1.0, 2.0, 0.8, 3.0])
+    steps = np.array([1, 10, 100, 100])
+    dl = np.array([1e-5, 1e-6, 1e-3, 1e-5])
     res = profile.epsilon(1.0, sig, steps, dl)
     eps = np.asarray(res.epsilon)
     eps_rdp = np.asarray(conversions.epsilon(1.0, sig, steps, dl)[0])
