@@ -419,6 +419,7 @@ class RdpAccountant:
           ValueError: naming an invalid argument.
         """
         self._state = compose(self._state, float(q), float(sigma), steps)
+        self._segments = getattr(self, "_segments", []) + [(float(q), float(sigma), int(steps))]
         return self
 
     def compose(self, event_or_q, sigma=None, steps=1, *, count=None) -> "RdpAccountant":
@@ -501,6 +502,36 @@ class RdpAccountant:
     def get_delta(self, epsilon, *, method: str = "improved") -> float:
         """δ at target ``epsilon`` (a Python float)."""
         return self.get_delta_and_optimal_order(epsilon, method=method)[0]
+
+    def _profile_segments(self):
+        """Recorded SGM segments as arrays; raises if other events were composed too."""
+        segs = getattr(self, "_segments", [])
+        if not segs:
+            raise ValueError("profile accounting needs at least one SGM segment")
+        q, sigma, steps = (np.array(v, dtype=np.float64) for v in zip(*segs))
+        from jaxrdp import conversions
+
+        with jax.enable_x64(True):
+            curve = np.array(conversions.compose_rdp(q, sigma, steps, self._state.orders))
+        if not np.allclose(curve, self.rdp, rtol=1e-9, atol=0.0):
+            raise ValueError("profile accounting covers SGM segments only (other events composed)")
+        return q, sigma, steps
+
+    def get_epsilon_profile(self, delta) -> float:
+        """Tight ε at ``delta`` by the privacy profile of the recorded SGM segments.
+
+        See :func:`jaxrdp.profile.epsilon_schedule` (never below the true ε; falls back to the
+        RDP ε where the profile bound is not tighter).
+        """
+        from jaxrdp import profile
+
+        return float(profile.epsilon_schedule(*self._profile_segments(), delta).epsilon)
+
+    def get_delta_profile(self, epsilon) -> float:
+        """Tight δ at ``epsilon`` by the privacy profile; see :func:`jaxrdp.profile.delta_schedule`."""
+        from jaxrdp import profile
+
+        return float(profile.delta_schedule(*self._profile_segments(), epsilon).delta)
 
     def __repr__(self) -> str:  # pragma: no cover - cosmetic
         return f"RdpAccountant(orders=<{self._state.orders.shape[0]} orders>)"

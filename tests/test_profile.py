@@ -101,3 +101,14 @@ def test_epsilon_issue_example_below_rdp():
     # dp_accounting PLD (pessimistic, 1e-4) gives 3.602, RDP 3.910
     assert 3.59 < float(res.epsilon) < 3.61
     assert float(res.epsilon) < float(res.epsilon_rdp)
+
+
+def test_accountant_profile_schedule():
+    from jaxrdp import RdpAccountant
+
+    acc = RdpAccountant().compose_sgm(4096 / 50000, 3.0, 400).compose_sgm(4096 / 50000, 3.0, 475)
+    eps = acc.get_epsilon_profile(1e-5)
+    # same as one segment of 875 steps (issue 11: PLD 3.602, RDP 3.910)
+    one = float(profile.epsilon(4096 / 50000, 3.0, 875, 1e-5).epsilon)
+    assert abs(eps - one) <= 1e-9 * one
+    assert eps < acc.get_epsilon(1e-5)
