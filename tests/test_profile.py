@@ -112,3 +112,14 @@ def test_accountant_profile_schedule():
     one = float(profile.epsilon(4096 / 50000, 3.0, 875, 1e-5).epsilon)
     assert abs(eps - one) <= 1e-9 * one
     assert eps < acc.get_epsilon(1e-5)
+
+
+def test_cli_epsilon_shows_profile(capsys):
+    import json
+
+    from jaxrdp import cli
+
+    cli.main(["epsilon", "--q", "0.08192", "--sigma", "3", "--steps", "875", "--delta", "1e-5", "--json"])
+    r = json.loads(capsys.readouterr().out)
+    assert r["epsilon_profile"] < r["epsilon"]
+    assert r["epsilon_profile"] == float(profile.epsilon(0.08192, 3.0, 875, 1e-5).epsilon)
