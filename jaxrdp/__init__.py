@@ -11,6 +11,7 @@ from jaxrdp import accountant as accountant
 from jaxrdp import bounds as bounds
 from jaxrdp import conversions as conversions
 from jaxrdp import kernels as kernels
+from jaxrdp import profile as profile
 from jaxrdp import sweep as sweep
 from jaxrdp import zcdp as zcdp
 from jaxrdp.accountant import RdpAccountant as RdpAccountant
@@ -51,6 +52,7 @@ __all__ = [
     "gaussian_rho",
     "kernels",
     "log_a",
+    "profile",
     "rdp",
     "sweep",
     "theorem11_rdp",

@@ -634,6 +634,46 @@ class RdpAccountant:
         """
         return self._ledger.to_dp_event()
 
+    # ---------------------------------------------- tight accounting (privacy profile)
+
+    def _profile_segments(self):
+        """The composed SGM segments ``(q, σ, steps)`` as float64 arrays, for the profile.
+
+        Raises:
+          ValueError: if nothing, or anything other than SGM steps, was composed (the
+            profile of :mod:`jaxrdp.profile` covers the Sampled Gaussian Mechanism only).
+        """
+        segments = self._ledger.sgm_segments()
+        if not segments:
+            raise ValueError(
+                "profile accounting needs SGM steps only (compose_sgm, compose(q, sigma) or "
+                "Poisson-sampled Gaussian events); this accountant holds none or other kinds"
+            )
+        return tuple(np.array(v, dtype=np.float64) for v in zip(*segments))
+
+    def get_epsilon_profile(self, delta) -> float:
+        """Tight ε at ``delta`` by the privacy profile of the composed SGM steps.
+
+        See :func:`jaxrdp.profile.epsilon_schedule`: never below the true ε; the RDP ε
+        where the profile bound is not tighter.
+
+        Raises:
+          ValueError: for an invalid ``delta`` or steps the profile does not cover.
+        """
+        from jaxrdp import profile
+
+        return float(profile.epsilon_schedule(*self._profile_segments(), delta).epsilon)
+
+    def get_delta_profile(self, epsilon) -> float:
+        """Tight δ at ``epsilon`` by the privacy profile; see :func:`jaxrdp.profile.delta_schedule`.
+
+        Raises:
+          ValueError: for an invalid ``epsilon`` or steps the profile does not cover.
+        """
+        from jaxrdp import profile
+
+        return float(profile.delta_schedule(*self._profile_segments(), epsilon).delta)
+
     def __repr__(self) -> str:  # pragma: no cover - cosmetic
         return f"RdpAccountant(orders=<{self._state.orders.shape[0]} orders>)"
 
@@ -869,7 +909,7 @@ class _Ledger:
 
     def __init__(self):
         self.relation: str | None = None
-        self.items: list = []  # ("sgm", q, σ, n) | ("wor", B, N, γ, σ, n) | ("event", e, n)
+        self.items: list = []  # ("sgm", q, σ, n) | ("wor", B, N, γ, σ, n) | ("event", e, n, SGM segments or None)
 
     def check_relation(self, relation: str | None) -> None:
         if relation is not None and self.relation not in (None, relation):
@@ -900,12 +940,25 @@ class _Ledger:
         self._set(_REPLACE)
         self.items.append(("wor", batch, dataset, gamma, sigma, int(steps)))
 
+    def sgm_segments(self):
+        """``[(q, σ, steps)]`` of everything composed, or None if anything is not SGM."""
+        out = []
+        for item in self.items:
+            if item[0] == "sgm":
+                out.append(item[1:])
+            elif item[0] == "event" and item[3] is not None:
+                out.extend((q, s, n * item[2]) for q, s, n in item[3])
+            else:
+                return None
+        return out
+
     def record_event(self, event, count, flat: _Flattened):
         if any(q < 1 for q, _, n in flat.segments if n):
             self._set(_POISSON)
         if any(n for *_, n in flat.wor):
             self._set(_REPLACE)
-        self.items.append(("event", event, int(count)))
+        pure_sgm = not (flat.zcdp or flat.wor or flat.non_private)
+        self.items.append(("event", event, int(count), flat.segments if pure_sgm else None))
 
     def to_dp_event(self):
         from dp_accounting import dp_event
@@ -927,7 +980,7 @@ class _Ledger:
                     int(dataset), int(batch), dp_event.GaussianDpEvent(sigma)
                 )
             else:
-                _, e, n = item
+                _, e, n, _ = item
             if n:
                 events.append(e if n == 1 else dp_event.SelfComposedDpEvent(e, n))
         return dp_event.ComposedDpEvent(events) if events else dp_event.NoOpDpEvent()

@@ -152,8 +152,11 @@ def _cmd_epsilon(args) -> dict:
     run = _RunShape(args)
     delta = run.delta(args)
     eps, order = _call(jaxrdp.epsilon, run.q, args.noise_multiplier, run.steps, delta)
+    tight = _call(jaxrdp.profile.epsilon, run.q, args.noise_multiplier, run.steps, delta)
     return {
         "epsilon": float(eps),
+        "epsilon_profile": float(tight.epsilon),
+        "profile_status": ("tight", "bounded", "rdp fallback")[int(tight.status)],
         "order": float(order),
         "delta": delta,
         "q": run.q,
@@ -165,6 +168,7 @@ def _cmd_epsilon(args) -> dict:
 def _show_epsilon(r: dict) -> str:
     return (
         f"ε = {r['epsilon']:.6g} at δ = {r['delta']:.3g}  (best Rényi order α = {r['order']:g})\n"
+        f"ε = {r['epsilon_profile']:.6g} by the privacy profile ({r['profile_status']})\n"
         f"DP-SGD: q = {r['q']:.6g}, σ = {r['noise_multiplier']:g}, {r['steps']} steps"
     )
 

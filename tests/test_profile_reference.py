@@ -1,0 +1,133 @@
+"""Self-consistency of the privacy-profile references (tests/profile_reference.py).
+
+These test the references themselves: each closed form against an independent evaluation
+(quadrature of the definition, the Laplace-transform line integral, the convolution over
+steps), and the frozen CSVs for range and monotonicity. jaxrdp is not imported.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+
+import mpmath as mp
+import pytest
+
+import profile_reference as pr
+
+DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
+
+
+def _rel(a, b):
+    with mp.workdps(40):
+        a, b = mp.mpf(a), mp.mpf(b)
+        if a == b:
+            return mp.mpf(0)
+        return abs(a - b) / max(abs(a), abs(b))
+
+
+def _load(name):
+    with open(os.path.join(DATA, name)) as f:
+        return list(csv.DictReader(line for line in f if not line.startswith("#")))
+
+
+# ---- closed forms against the definition ------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "q,sigma,eps",
+    [(1.0, 1.0, 1.0), (0.01, 0.8, 0.5), (0.3, 2.0, 0.1), (1e-3, 0.5, 3.0), (0.5, 1.0, 0.3),
+     (0.2, 0.4, -0.1)],
+)
+@pytest.mark.parametrize("direction", ["remove", "add"])
+def test_single_step_closed_form_matches_definition(q, sigma, eps, direction):
+    closed = pr.single_step_delta(q, sigma, eps, direction)
+    quad = pr.definition_delta(q, sigma, eps, direction, dps=30)
+    assert _rel(closed, quad) < 1e-25
+
+
+def test_single_step_limits():
+    # add direction: the loss is bounded by −log(1−q); at and above it δ_add is exactly 0.
+    q = 0.25
+    top = -mp.log1p(-q)
+    assert pr.single_step_delta(q, 1.0, top * 1.0001, "add") == 0
+    assert pr.single_step_delta(q, 1.0, top * 0.9, "add") > 0
+    # remove at or below the minimal loss log(1−q): the whole line, δ = 1 − e^ε.
+    with mp.workdps(40):
+        e = mp.log1p(-q) - mp.mpf(1) / 10
+        assert _rel(pr.single_step_delta(q, 1.0, e, "remove"), -mp.expm1(e)) < 1e-30
+
+
+def test_single_step_at_q_one_is_the_gaussian():
+    for direction in ("remove", "add"):
+        assert _rel(pr.single_step_delta(1.0, 0.7, 2.0, direction), pr.gaussian_delta(2.0, 0.7, 1)) < 1e-30
+
+
+# ---- convolution over steps against the exact Gaussian ----------------------------------------
+
+
+@pytest.mark.parametrize("sigma,eps", [(1.0, 1.0), (0.5, 5.0), (3.0, 0.05)])
+def test_two_step_convolution_matches_gaussian(sigma, eps):
+    with mp.workdps(30):
+        assert _rel(pr.convolution_delta(1.0, sigma, 2, eps), pr.gaussian_delta(eps, sigma, 2)) < 1e-22
+
+
+# ---- line integral against the closed forms -------------------------------------------------
+
+
+@pytest.mark.parametrize("sigma,steps,eps", [(1.0, 1, 1.0), (2.0, 100, 2.0)])
+def test_line_integral_matches_gaussian(sigma, steps, eps):
+    with mp.workdps(30):
+        li = pr.line_integral_delta(1.0, sigma, steps, eps, "remove", dps=25)
+        assert _rel(li, pr.gaussian_delta(eps, sigma, steps)) < 1e-20
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("direction", ["remove", "add"])
+def test_line_integral_matches_convolution_small_t(direction):
+    q, sigma, steps, eps = 0.1, 1.0, 2, 0.5
+    with mp.workdps(30):
+        li = pr.line_integral_delta(q, sigma, steps, eps, direction, dps=20)
+        cv = pr.convolution_delta(q, sigma, steps, eps, direction)
+        assert _rel(li, cv) < 1e-12
+
+
+# ---- frozen CSVs ------------------------------------------------------------------------------
+
+
+def test_delta_csv_range_and_consistency():
+    rows = _load("profile_reference.csv")
+    assert len(rows) >= 30
+    methods = set()
+    for r in rows:
+        rem, add, d = (mp.mpf(r[k]) for k in ("delta_remove", "delta_add", "delta"))
+        assert 0 <= add <= 1 and 0 < rem <= 1
+        assert d == max(rem, add)
+        assert int(r["digits"]) >= 6
+        methods.add(r["method"])
+    assert {"closed_gaussian", "closed_single", "convolution"} <= methods
+
+
+def test_delta_csv_monotone_in_epsilon():
+    rows = _load("profile_reference.csv")
+    groups = {}
+    for r in rows:
+        groups.setdefault((r["q"], r["sigma"], r["steps"]), []).append(r)
+    checked = 0
+    for g in groups.values():
+        g.sort(key=lambda r: float(r["epsilon"]))
+        for a, b in zip(g, g[1:]):
+            for k in ("delta_remove", "delta_add", "delta"):
+                assert mp.mpf(b[k]) <= mp.mpf(a[k])
+            checked += 1
+    assert checked >= 3
+
+
+def test_delta_csv_closed_rows_recompute():
+    """The closed-form rows are reproducible from the functions (guards against edits)."""
+    for r in _load("profile_reference.csv"):
+        q, sigma, steps, eps = float(r["q"]), float(r["sigma"]), int(r["steps"]), float(r["epsilon"])
+        if r["method"] == "closed_gaussian":
+            assert _rel(pr.gaussian_delta(eps, sigma, steps), r["delta"]) < 1e-18
+        elif r["method"] == "closed_single":
+            assert _rel(pr.single_step_delta(q, sigma, eps, "remove"), r["delta_remove"]) < 1e-18
