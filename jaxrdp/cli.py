@@ -146,31 +146,37 @@ def _call(fn, *args, **kwargs):
 # -------------------------------------------------------------------------- commands
 
 
+def _run_fields(run, delta, args) -> dict:
+    """The run a result is about: δ, q, σ (when given) and the number of steps."""
+    out = {"delta": delta, "q": run.q}
+    if getattr(args, "noise_multiplier", None) is not None:
+        out["noise_multiplier"] = args.noise_multiplier
+    if run.steps is not None:
+        out["steps"] = run.steps
+    return out
+
+
 def _cmd_epsilon(args) -> dict:
     import jaxrdp
 
     run = _RunShape(args)
     delta = run.delta(args)
     eps, order = _call(jaxrdp.epsilon, run.q, args.noise_multiplier, run.steps, delta)
-    tight = _call(jaxrdp.profile.epsilon, run.q, args.noise_multiplier, run.steps, delta)
-    return {
-        "epsilon": float(eps),
-        "epsilon_profile": float(tight.epsilon),
-        "profile_status": ("tight", "bounded", "rdp fallback")[int(tight.status)],
-        "order": float(order),
-        "delta": delta,
-        "q": run.q,
-        "noise_multiplier": args.noise_multiplier,
-        "steps": run.steps,
-    }
+    out = {"epsilon": float(eps), "order": float(order), **_run_fields(run, delta, args)}
+    if args.profile:
+        from jaxrdp import profile
+
+        tight = _call(profile.epsilon, run.q, args.noise_multiplier, run.steps, delta)
+        out["epsilon_profile"] = float(tight.epsilon)
+        out["profile_status"] = ("tight", "bounded", "rdp fallback")[int(tight.status)]
+    return out
 
 
 def _show_epsilon(r: dict) -> str:
-    return (
-        f"ε = {r['epsilon']:.6g} at δ = {r['delta']:.3g}  (best Rényi order α = {r['order']:g})\n"
-        f"ε = {r['epsilon_profile']:.6g} by the privacy profile ({r['profile_status']})\n"
-        f"DP-SGD: q = {r['q']:.6g}, σ = {r['noise_multiplier']:g}, {r['steps']} steps"
-    )
+    text = f"ε = {r['epsilon']:.6g} at δ = {r['delta']:.3g}  (best Rényi order α = {r['order']:g})\n"
+    if "epsilon_profile" in r:
+        text += f"ε = {r['epsilon_profile']:.6g} by the privacy profile ({r['profile_status']})\n"
+    return text + f"DP-SGD: q = {r['q']:.6g}, σ = {r['noise_multiplier']:g}, {r['steps']} steps"
 
 
 def _cmd_calibrate(args) -> dict:
@@ -183,9 +189,7 @@ def _cmd_calibrate(args) -> dict:
     return {
         "noise_multiplier": float(sigma),
         "target_epsilon": args.epsilon,
-        "delta": delta,
-        "q": run.q,
-        "steps": run.steps,
+        **_run_fields(run, delta, args),
     }
 
 
@@ -203,13 +207,7 @@ def _cmd_steps(args) -> dict:
     delta = run.delta(args)
     result = _call(sweep.max_steps, args.epsilon, delta, run.q, args.noise_multiplier)
     steps = int(_call(result.unwrap))
-    out = {
-        "steps": steps,
-        "target_epsilon": args.epsilon,
-        "delta": delta,
-        "q": run.q,
-        "noise_multiplier": args.noise_multiplier,
-    }
+    out = {"steps": steps, "target_epsilon": args.epsilon, **_run_fields(run, delta, args)}
     if run.batch_size is not None:
         out["epochs"] = steps * run.batch_size / run.dataset_size
     return out
@@ -420,6 +418,11 @@ def _parser() -> argparse.ArgumentParser:
         _cmd_epsilon, _show_epsilon,
     )
     _add_common(p)
+    p.add_argument(
+        "--profile", action="store_true",
+        help="also the tight ε by the exact privacy profile (jaxrdp.profile; slower: "
+        "about 20 s to compile on a first run)",
+    )
     p = command(
         "calibrate", "the smallest noise multiplier meeting a target (ε, δ)",
         "jaxrdp calibrate --epsilon 3 --dataset-size 60000 --batch-size 256 --epochs 15",

@@ -119,7 +119,10 @@ def test_cli_epsilon_shows_profile(capsys):
 
     from jaxrdp import cli
 
-    cli.main(["epsilon", "--q", "0.08192", "--sigma", "3", "--steps", "875", "--delta", "1e-5", "--json"])
+    argv = ["epsilon", "--q", "0.08192", "--sigma", "3", "--steps", "875", "--delta", "1e-5"]
+    cli.main(argv + ["--json"])
+    assert "epsilon_profile" not in json.loads(capsys.readouterr().out)  # opt-in: slower
+    cli.main(argv + ["--profile", "--json"])
     r = json.loads(capsys.readouterr().out)
     assert r["epsilon_profile"] < r["epsilon"]
     assert r["epsilon_profile"] == float(profile.epsilon(0.08192, 3.0, 875, 1e-5).epsilon)
