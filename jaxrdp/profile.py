@@ -306,6 +306,14 @@ def _epsilon_core(q, s, t, dlt, nx, nu):
     return ProfileEpsilon(out, e_rdp, status)
 
 
+def epsilon_core(q, sigma, steps, delta):
+    """ε(δ) of single-segment runs for internal callers (no checks), flat ``(n,)`` arrays.
+
+    The calibrators of :mod:`jaxrdp.sweep` search over it (``accountant="profile"``).
+    """
+    return _epsilon_core(q[:, None], sigma[:, None], steps[:, None], delta, _NX, _NU).epsilon
+
+
 def delta_schedule(q, sigma, steps, epsilon, *, nx: int = _NX, nu: int = _NU) -> ProfileDelta:
     """δ(ε) of a schedule of SGM segments composed (add-or-remove, tight).
 

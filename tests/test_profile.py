@@ -126,3 +126,20 @@ def test_cli_epsilon_shows_profile(capsys):
     r = json.loads(capsys.readouterr().out)
     assert r["epsilon_profile"] < r["epsilon"]
     assert r["epsilon_profile"] == float(profile.epsilon(0.08192, 3.0, 875, 1e-5).epsilon)
+
+
+@pytest.mark.slow
+def test_noise_multiplier_against_the_profile():
+    from jaxrdp import sweep
+
+    q, steps, delta = np.array([4096 / 50000, 256 / 50000]), np.array([875.0, 2000.0]), 1e-5
+    target = np.array([3.61, 1.26])
+    tight = sweep.noise_multiplier(target, delta, q, steps, accountant="profile", rtol=1e-3)
+    loose = sweep.noise_multiplier(target, delta, q, steps, rtol=1e-3)
+    sigma = np.asarray(tight.unwrap())
+    assert np.all(sigma < np.asarray(loose.unwrap()))  # less noise for the same budget
+    eps = np.asarray(profile.epsilon(q, sigma, steps, delta).epsilon)
+    below = np.asarray(profile.epsilon(q, sigma * (1 - 2e-3), steps, delta).epsilon)
+    assert np.all(eps <= target) and np.all(below > target)  # conservative and tight
+    with pytest.raises(ValueError, match="batch_size"):
+        sweep.batch_size(3.0, 1e-5, 1.0, 1, 1000, accountant="profile")
