@@ -323,7 +323,7 @@ def _golden_min(f, lo, hi, iters=80):
     return mp.exp((a + b) / 2)
 
 
-def _line_delta(logmgf_total, eps, c, u_max, digits, log_delta_est):
+def _line_delta(logmgf_total, eps, c, u_max, digits, log_delta_est, h_scale=1):
     """(1/2π)∫ Re[e^{K(z)} e^{−zε}/(z(z+1))] du on Re z = c by the trapezoid rule in u.
 
     K(z) = log of the T-step MGF. By Poisson summation the trapezoid sum with step h equals
@@ -344,7 +344,7 @@ def _line_delta(logmgf_total, eps, c, u_max, digits, log_delta_est):
     target = digits * mp.log(10) + 10
     h_alias_neg = 2 * mp.pi * c / (target - log_delta_est)
     h_alias_pos = 2 * mp.pi / mp.sqrt(2 * target * k2)
-    h = min(h_alias_neg, h_alias_pos)
+    h = min(h_alias_neg, h_alias_pos) * h_scale
     peak = abs(f(0))
     total = f(0) / 2
     k = 1
@@ -366,7 +366,7 @@ def _line_delta(logmgf_total, eps, c, u_max, digits, log_delta_est):
 
 
 def line_integral_delta(q, sigma, steps, eps, direction="remove", dps=30, c=None, split=None,
-                        u_max=None, return_info=False):
+                        u_max=None, return_info=False, h_scale=1 / 3):
     """δ_dir(ε) after T steps by the inverse Laplace transform along Re z = c.
 
     δ_dir(ε) = (1/2π) ∫ Re[M(c+iu)^T e^{−(c+iu)ε} / ((c+iu)(c+iu+1))] du, M(z) = E_P[e^{zL}],
@@ -420,7 +420,7 @@ def line_integral_delta(q, sigma, steps, eps, direction="remove", dps=30, c=None
             umax = mp.mpf(u_max) if u_max is not None else u_est
             for _ in range(4 if u_max is None else 1):
                 ms = [_Mgf(q, sigma, direction, mean, c, umax) for _, mean in comps]
-                val, h = _line_delta(parts_fn(ms), eps, c, umax, dps, log_est)
+                val, h = _line_delta(parts_fn(ms), eps, c, umax, dps, log_est, h_scale)
                 if val is not None:
                     break
                 umax *= 4
