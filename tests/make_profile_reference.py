@@ -138,8 +138,9 @@ HEADER = """\
 #   closed_single (T=1 closed form in normal tails, 60-digit arithmetic);
 #   convolution (T=2,3: T=1 closed form averaged over T-1 steps by trapezoid rule, error
 #     ~e^-59 relative to the integrand scale, 35-digit arithmetic; checked against closed_gaussian at q=1);
-#   line_integral (inverse Laplace transform along Re z = c, see profile_reference.line_integral_delta;
-#     digits from the agreement of two contours c1 != c2 and of two x-grids).
+#   line_integral (inverse Laplace transform along Re z = c at the saddle point, 25-digit target,
+#     see profile_reference.line_integral_delta; digits from the agreement of the u-trapezoid at
+#     step h and h/2; value reported is the h/2 one. Rows appended with --part line).
 # Values are printed with 20 significant digits; trust only `digits` of them.
 """
 
