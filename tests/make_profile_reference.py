@@ -68,6 +68,28 @@ CONVOLUTION = [
     (0.3, 3.0, 3, 0.2),
 ]
 
+LINE = [
+    (256 / 50000, 1.0, 2000, 1.24),
+    (256 / 50000, 1.0, 2000, 0.5),
+    (4096 / 50000, 3.0, 875, 3.6),
+    (0.01, 1.0, 10, 1.0),
+    (0.1, 2.0, 10, 0.5),
+    (0.01, 0.3, 10, 5.0),
+    (1e-3, 0.8, 1000, 0.3),
+    (0.02, 5.0, 100000, 1.0),
+    (0.104, 1.005, 416, 21.623326),
+    (0.5, 1e4, 100000, 1e-4),
+]
+# (q, sigma, steps, delta, bracket)
+EPSILON = [
+    (1.0, 1.0, 1, 1e-5, (1.0, 10.0)),
+    (1.0, 5.0, 1000, 1e-10, (10.0, 200.0)),
+    (0.01, 0.8, 1, 1e-6, (1e-3, 5.0)),
+    (0.5, 1.0, 1, 1e-8, (1.0, 20.0)),
+    (0.1, 1.0, 2, 1e-5, (0.1, 5.0)),
+    (256 / 50000, 1.0, 2000, 1e-5, (1.2, 1.3)),
+]
+
 
 def _fmt(x, n=20):
     return mp.nstr(x, n, min_fixed=1, max_fixed=0) if x != 0 else "0"
@@ -82,6 +104,20 @@ def _row(q, sigma, steps, eps, method):
             rem = pr.single_step_delta(q, sigma, eps, "remove")
             add = pr.single_step_delta(q, sigma, eps, "add")
             digits = 30
+        elif method == "line_integral":
+            # u-step from the alias bound scaled by 1/3, checked against the step halved
+            # (the Poisson aliases then shrink by orders of magnitude): digits = agreement.
+            rem = pr.line_integral_delta(q, sigma, steps, eps, "remove", dps=25)
+            add = pr.line_integral_delta(q, sigma, steps, eps, "add", dps=25)
+            rem2 = pr.line_integral_delta(q, sigma, steps, eps, "remove", dps=25, h_scale=1 / 6)
+            add2 = pr.line_integral_delta(q, sigma, steps, eps, "add", dps=25, h_scale=1 / 6)
+            digits = 20
+            for v, w in ((rem, rem2), (add, add2)):
+                if v is None or w is None:
+                    raise RuntimeError("line integral did not converge")
+                if v != w and v != 0:
+                    digits = min(digits, int(-mp.log10(abs(v - w) / abs(v))) - 1)
+            rem, add = rem2, add2
         elif method == "convolution":
             rem = pr.convolution_delta(q, sigma, steps, eps, "remove")
             add = pr.convolution_delta(q, sigma, steps, eps, "add")
@@ -102,8 +138,9 @@ HEADER = """\
 #   closed_single (T=1 closed form in normal tails, 60-digit arithmetic);
 #   convolution (T=2,3: T=1 closed form averaged over T-1 steps by trapezoid rule, error
 #     ~e^-59 relative to the integrand scale, 35-digit arithmetic; checked against closed_gaussian at q=1);
-#   line_integral (inverse Laplace transform along Re z = c, see profile_reference.line_integral_delta;
-#     digits from the agreement of two contours c1 != c2 and of two x-grids).
+#   line_integral (inverse Laplace transform along Re z = c at the saddle point, 25-digit target,
+#     see profile_reference.line_integral_delta; digits from the agreement of the u-trapezoid at
+#     step h and h/2; value reported is the h/2 one. Rows appended with --part line).
 # Values are printed with 20 significant digits; trust only `digits` of them.
 """
 
@@ -111,18 +148,76 @@ HEADER = """\
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="closed forms only")
+    ap.add_argument("--part", choices=("all", "delta", "epsilon", "line"), default="all")
+    ap.add_argument("--rows", default=None, help="comma-separated indices into LINE (with --part line)")
     args = ap.parse_args()
+    if args.part == "epsilon":
+        return _epsilons(args)
+    if args.part == "line":
+        idx = [int(i) for i in args.rows.split(",")] if args.rows else range(len(LINE))
+        for i in idx:
+            q, sigma, steps, eps = LINE[i]
+            t0 = time.time()
+            try:
+                row = _row(q, sigma, steps, eps, "line_integral")
+            except RuntimeError as e:
+                print("SKIPPED", LINE[i], e, flush=True)
+                continue
+            print(",".join(row), f"({time.time() - t0:.1f}s)", flush=True)
+        return None
     rows = []
     plan = [(c, "closed_gaussian") for c in GAUSSIAN] + [(c, "closed_single") for c in SINGLE]
     if not args.quick:
         plan += [(c, "convolution") for c in CONVOLUTION]
+        plan += [(c, "line_integral") for c in LINE]
     for (q, sigma, steps, eps), method in plan:
         t0 = time.time()
-        rows.append(_row(q, sigma, steps, eps, method))
+        try:
+            rows.append(_row(q, sigma, steps, eps, method))
+        except RuntimeError as e:
+            print("SKIPPED", q, sigma, steps, eps, method, e, flush=True)
+            continue
         print(",".join(rows[-1]), f"({time.time() - t0:.1f}s)", flush=True)
+        _write(rows)
+    if args.part == "all":
+        _epsilons(args)
+
+
+def _epsilons(args):
+    erows = []
+    for q, sigma, steps, delta, bracket in EPSILON if not args.quick else []:
+        t0 = time.time()
+        with mp.workdps(40):
+            e = pr.epsilon_for_delta(q, sigma, steps, delta, dps=25, bracket=bracket)
+            d, m = pr.profile_delta(q, sigma, steps, e, "both", 25)
+        erows.append([repr(float(q)), repr(float(sigma)), str(int(steps)), repr(float(delta)),
+                      _fmt(e, 16), _fmt(d, 16), m])
+        print(",".join(erows[-1]), f"({time.time() - t0:.1f}s)", flush=True)
+        _write_eps(erows)
+
+
+EPS_HEADER = """\
+# epsilon(delta) of the SGM privacy profile (add-or-remove, sensitivity 1): the epsilon at which
+# max(delta_remove, delta_add) equals delta (see profile_reference.csv for the definitions).
+# Generated by: PYTHONPATH=. python tests/make_profile_reference.py (mpmath only, no jaxrdp).
+# Columns: q, sigma, steps, delta (target); epsilon (root by Illinois regula falsi, relative bracket
+# width <= 1e-13, upper end reported so delta_at_epsilon <= delta); delta_at_epsilon; method of delta.
+# Accuracy: epsilon to ~12 significant digits (closed-form methods), limited by the bracket width.
+"""
+
+
+def _write(rows):
     with open(OUT_DELTA, "w") as f:
         f.write(HEADER)
         f.write("q,sigma,steps,epsilon,delta_remove,delta_add,delta,method,digits\n")
+        for r in rows:
+            f.write(",".join(r) + "\n")
+
+
+def _write_eps(rows):
+    with open(OUT_EPS, "w") as f:
+        f.write(EPS_HEADER)
+        f.write("q,sigma,steps,delta,epsilon,delta_at_epsilon,method\n")
         for r in rows:
             f.write(",".join(r) + "\n")
 

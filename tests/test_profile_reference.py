@@ -83,13 +83,13 @@ def test_line_integral_matches_gaussian(sigma, steps, eps):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("direction", ["remove", "add"])
-def test_line_integral_matches_convolution_small_t(direction):
-    q, sigma, steps, eps = 0.1, 1.0, 2, 0.5
+def test_line_integral_independent_of_contour():
+    """Same δ on Re z = c* (saddle) and Re z = 1.25·c*: different integrands, one integral."""
+    q, sigma, steps, eps = 4096 / 50000, 3.0, 875, 3.6
     with mp.workdps(30):
-        li = pr.line_integral_delta(q, sigma, steps, eps, direction, dps=20)
-        cv = pr.convolution_delta(q, sigma, steps, eps, direction)
-        assert _rel(li, cv) < 1e-12
+        a, info = pr.line_integral_delta(q, sigma, steps, eps, "remove", dps=20, return_info=True)
+        b = pr.line_integral_delta(q, sigma, steps, eps, "remove", dps=20, c=info["c"] * 1.25)
+        assert _rel(a, b) < 1e-15
 
 
 # ---- frozen CSVs ------------------------------------------------------------------------------
@@ -131,3 +131,30 @@ def test_delta_csv_closed_rows_recompute():
             assert _rel(pr.gaussian_delta(eps, sigma, steps), r["delta"]) < 1e-18
         elif r["method"] == "closed_single":
             assert _rel(pr.single_step_delta(q, sigma, eps, "remove"), r["delta_remove"]) < 1e-18
+
+
+# ---- dp_accounting's PLD brackets the line-integral rows -------------------------------------
+
+
+@pytest.mark.slow
+def test_pld_brackets_line_integral_rows():
+    """dp_accounting's PLD (discretisation 1e-4) optimistic ≤ reference ≤ pessimistic·(1 + 1e-6).
+
+    The issue records that the 'pessimistic' PLD can fall below the truth by ~1e-6 relative at
+    small δ, hence the allowance; the optimistic estimate must never exceed the truth.
+    """
+    pld_mod = pytest.importorskip("dp_accounting.pld.privacy_loss_distribution")
+    rows = [r for r in _load("profile_reference.csv") if r["method"] == "line_integral"]
+    rows = [r for r in rows if float(r["q"]) == 256 / 50000 or float(r["sigma"]) == 3.0][:2]
+    assert rows
+    for r in rows:
+        q, sigma, steps, eps = float(r["q"]), float(r["sigma"]), int(r["steps"]), float(r["epsilon"])
+        est = {}
+        for pess in (True, False):
+            pld = pld_mod.from_gaussian_mechanism(
+                standard_deviation=sigma, sensitivity=1.0, sampling_prob=q,
+                pessimistic_estimate=pess, value_discretization_interval=1e-4,
+            ).self_compose(steps)
+            est[pess] = pld.get_delta_for_epsilon(eps)
+        ref = float(r["delta"])
+        assert est[False] <= ref <= est[True] * (1 + 1e-6), (r, est)
