@@ -71,7 +71,6 @@ _E = 45.0  # target exponent for discretisation (e^-45)
 _NX = 513
 _NU = 384
 _BATCH = 16
-_DEBUG = False
 
 
 class ProfileDelta(NamedTuple):
@@ -175,9 +174,6 @@ def _log_delta_on_line(line, eps):
     inside = jnp.log(jnp.maximum(1.0 / big_h - 1.0 / uu + 1.0 / ((t + 1.0) * uu), 1e-300))
     log_jt = jnp.min(jnp.where(big_h >= uu, beyond, inside))
     log_trunc = line["kap"] - c * eps - jnp.log(jnp.pi) + log_jt
-    if _DEBUG:
-        jax.debug.print("p={} est={} mom={} rnd={} disc={} trunc={} H={} c={} a={}", p, est, mom, rnd,
-                        log_disc - p, log_trunc - p, big_h, c, a)
     err = mom + rnd + jnp.exp(jnp.minimum(log_disc - p, 700.0)) + jnp.exp(
         jnp.minimum(log_trunc - p, 700.0))
     up = est + err
