@@ -314,12 +314,18 @@ def delta_schedule(q, sigma, steps, epsilon, *, nx: int = _NX, nu: int = _NU) ->
     """δ(ε) of a schedule of SGM segments composed (add-or-remove, tight).
 
     Args:
-      q, sigma, steps: per-segment values, shape ``(..., S)`` (last axis = segments).
+      q: per-segment sampling rates in ``[0, 1]``, shape ``(..., S)`` (last axis: segments).
+      sigma: per-segment noise multipliers ``> 0``, broadcastable with ``q``.
+      steps: per-segment integer step counts ``≥ 0``, broadcastable with ``q``.
       epsilon: ε ≥ 0, shape broadcastable with ``(...)``.
-      nx, nu: static node counts (x-quadrature, half-line u nodes).
+      nx: static number of x-quadrature nodes of the complex moments.
+      nu: static number of nodes on the half-line of the inverse Laplace integral.
 
     Returns:
       :class:`ProfileDelta` of the broadcast batch shape.
+
+    Raises:
+      ValueError: with concrete inputs, naming an invalid argument.
     """
     dtype, ctx = _prepare(q, sigma, steps, epsilon, "epsilon")
     with ctx:
@@ -329,7 +335,23 @@ def delta_schedule(q, sigma, steps, epsilon, *, nx: int = _NX, nu: int = _NU) ->
 
 
 def epsilon_schedule(q, sigma, steps, delta, *, nx: int = _NX, nu: int = _NU) -> ProfileEpsilon:
-    """ε(δ) of a schedule of SGM segments composed; shapes as :func:`delta_schedule`."""
+    """ε(δ) of a schedule of SGM segments composed (add-or-remove, tight).
+
+    Args:
+      q: per-segment sampling rates in ``[0, 1]``, shape ``(..., S)`` (last axis: segments).
+      sigma: per-segment noise multipliers ``> 0``, broadcastable with ``q``.
+      steps: per-segment integer step counts ``≥ 0``, broadcastable with ``q``.
+      delta: target δ in ``[0, 1]``, shape broadcastable with ``(...)``.
+      nx: static number of x-quadrature nodes of the complex moments.
+      nu: static number of nodes on the half-line of the inverse Laplace integral.
+
+    Returns:
+      :class:`ProfileEpsilon` of the broadcast batch shape (``.epsilon`` verified: the
+      bounded profile δ there is at most ``delta``, or the RDP ε).
+
+    Raises:
+      ValueError: with concrete inputs, naming an invalid argument.
+    """
     dtype, ctx = _prepare(q, sigma, steps, delta, "delta")
     if _validate.is_concrete(delta):
         _validate.check_range("delta", delta, low=0.0, high=1.0)
@@ -343,11 +365,17 @@ def delta(q, sigma, steps, epsilon, **kw) -> ProfileDelta:
     """Tight δ(ε) of ``steps`` SGM steps; all four arguments broadcast (NumPy rules).
 
     Args:
-      q: sampling rate in [0, 1]. sigma: noise multiplier > 0. steps: integer count ≥ 0.
+      q: sampling rate in ``[0, 1]``.
+      sigma: noise multiplier ``> 0``.
+      steps: integer number of steps ``≥ 0``.
       epsilon: ε ≥ 0.
+      **kw: ``nx``, ``nu`` as in :func:`delta_schedule`.
 
     Returns:
       :class:`ProfileDelta` (``.delta`` is never below the true δ; see the module docstring).
+
+    Raises:
+      ValueError: with concrete inputs, naming an invalid argument.
     """
     q, sigma, steps = (np.asarray(v) if not isinstance(v, (jax.Array, jax.core.Tracer)) else v
                        for v in (q, sigma, steps))
@@ -357,8 +385,18 @@ def delta(q, sigma, steps, epsilon, **kw) -> ProfileDelta:
 def epsilon(q, sigma, steps, delta, **kw) -> ProfileEpsilon:
     """Tight ε(δ) of ``steps`` SGM steps; all four arguments broadcast (NumPy rules).
 
+    Args:
+      q: sampling rate in ``[0, 1]``.
+      sigma: noise multiplier ``> 0``.
+      steps: integer number of steps ``≥ 0``.
+      delta: target δ in ``[0, 1]``.
+      **kw: ``nx``, ``nu`` as in :func:`delta_schedule`.
+
     Returns:
       :class:`ProfileEpsilon` (``.epsilon`` is never below the true ε).
+
+    Raises:
+      ValueError: with concrete inputs, naming an invalid argument.
     """
     q, sigma, steps = (np.asarray(v) if not isinstance(v, (jax.Array, jax.core.Tracer)) else v
                        for v in (q, sigma, steps))

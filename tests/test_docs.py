@@ -7,7 +7,9 @@ import pytest
 
 import jaxrdp
 
-PUBLIC_MODULES = ["accountant", "bounds", "conversions", "kernels", "zcdp", "sweep", "cli"]
+PUBLIC_MODULES = [
+    "accountant", "bounds", "conversions", "kernels", "profile", "zcdp", "sweep", "cli", "wor"
+]
 
 
 def _public_names():
