@@ -693,13 +693,10 @@ def _times(per_step, steps):
     return jnp.where(bad, jnp.nan, scaled)
 
 
-def _check_nonneg_integer(name: str, value) -> None:
-    if not _validate.is_concrete(value):
-        return
-    _validate.check_range(name, value, low=0.0, allow_inf=False)
-    arr = np.asarray(value, dtype=np.float64)
-    if np.ndim(arr) != 0 or arr != np.floor(arr):
-        raise ValueError(f"{name} must be a non-negative integer scalar; got {name}={value!r}")
+def _check_scalar_steps(steps) -> None:
+    conversions.check_steps(steps)
+    if np.ndim(steps) != 0:
+        raise ValueError(f"steps must be a scalar; got steps of shape {np.shape(steps)}")
 
 
 def compose_rdp_curve(state: RdpState, per_step_rdp, steps=1) -> RdpState:
@@ -721,7 +718,7 @@ def compose_rdp_curve(state: RdpState, per_step_rdp, steps=1) -> RdpState:
       ValueError: with concrete arguments, naming a negative/NaN curve or bad ``steps``.
     """
     _validate.check_range("per_step_rdp", per_step_rdp, low=0.0)
-    _check_nonneg_integer("steps", steps)
+    _check_scalar_steps(steps)
     if np.shape(per_step_rdp) != tuple(state.orders.shape):
         raise ValueError(
             f"per_step_rdp must have the orders' shape {tuple(state.orders.shape)}; "
@@ -765,7 +762,7 @@ def compose_wor(
     Raises:
       ValueError: with concrete arguments, naming the invalid one.
     """
-    _check_nonneg_integer("steps", steps)
+    _check_scalar_steps(steps)
     for name, value in (("sigma", sigma), ("batch_size", batch_size),
                         ("dataset_size", dataset_size), ("q", q)):
         if value is not None and np.ndim(value) != 0:

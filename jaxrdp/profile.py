@@ -46,7 +46,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxrdp import _complex_moments as cm
-from jaxrdp import _precision, _validate, conversions
+from jaxrdp import _precision, _validate, conversions, kernels
 
 __all__ = [
     "PROFILE_LOOSE",
@@ -226,16 +226,12 @@ def _eps_cell(q, s, t, log_delta, eps_rdp, nx, nu):
     return hi - corr, rel
 
 
-def _prepare(q, sigma, steps, target, name):
-    if _validate.is_concrete(q, sigma, steps, target):
-        _validate.check_range("q", q, low=0.0, high=1.0)
-        _validate.check_range("sigma", sigma, low=0.0, low_inclusive=False)
-        _validate.check_range("steps", steps, low=0.0)
-        st = np.asarray(steps, dtype=np.float64)
-        if np.any(st != np.round(st)):
-            raise ValueError("steps must be integers")
-    dtype, ctx = _precision.compute_context(q, sigma, steps, target)
-    return dtype, ctx
+def _prepare(q, sigma, steps, target):
+    """Eager checks of the segments (tracers are skipped) and the precision rule."""
+    _validate.check_range("q", q, low=0.0, high=1.0)
+    _validate.check_range("sigma", sigma, low=0.0, low_inclusive=False)
+    _validate.check_integer("steps", steps, low=0)
+    return _precision.compute_context(q, sigma, steps, target)
 
 
 def _flatten(q, sigma, steps, target, dtype):
@@ -251,10 +247,6 @@ def _flatten(q, sigma, steps, target, dtype):
     return flat, jnp.broadcast_to(target, shape).reshape(-1), shape, seg
 
 
-def _rdp_curve(q, sigma, steps):
-    return conversions.compose_rdp(q, sigma, steps)
-
-
 @functools.partial(jax.jit, static_argnames=("nx", "nu"))
 def _delta_core(q, s, t, eps, nx, nu):
     active = (jnp.sum(t * (q > 0), axis=-1) > 0) & (eps < jnp.inf)
@@ -265,9 +257,8 @@ def _delta_core(q, s, t, eps, nx, nu):
     es = jnp.where(active, eps, 1.0)
     cell = lambda args: _delta_cell(*args, nx, nu)
     lr, la, rel = jax.lax.map(cell, (qs, s, ts, es), batch_size=_BATCH)
-    curve = _rdp_curve(q, s, t)
-    from jaxrdp.kernels import DEFAULT_ORDERS
-    d_rdp, _ = conversions.delta_from_rdp(curve, jnp.asarray(DEFAULT_ORDERS, q.dtype), eps)
+    curve = conversions.compose_rdp(q, s, t)
+    d_rdp, _ = conversions.delta_from_rdp(curve, jnp.asarray(kernels.DEFAULT_ORDERS, q.dtype), eps)
     lp = jnp.maximum(lr, la)
     d_prof = jnp.exp(lp)
     use_rdp = ~(d_prof < d_rdp)
@@ -280,10 +271,9 @@ def _delta_core(q, s, t, eps, nx, nu):
 
 @functools.partial(jax.jit, static_argnames=("nx", "nu"))
 def _epsilon_core(q, s, t, dlt, nx, nu):
-    from jaxrdp.kernels import DEFAULT_ORDERS
     active = (jnp.sum(t * (q > 0), axis=-1) > 0) & (dlt < 1.0)
-    curve = _rdp_curve(q, s, t)
-    e_rdp, _ = conversions.epsilon_from_rdp(curve, jnp.asarray(DEFAULT_ORDERS, q.dtype),
+    curve = conversions.compose_rdp(q, s, t)
+    e_rdp, _ = conversions.epsilon_from_rdp(curve, jnp.asarray(kernels.DEFAULT_ORDERS, q.dtype),
                                             jnp.where(dlt > 0, dlt, 1e-300))
     qs = jnp.where(q > 0, q, 0.5)
     ts = jnp.where(q > 0, t, 0.0)
@@ -327,7 +317,7 @@ def delta_schedule(q, sigma, steps, epsilon, *, nx: int = _NX, nu: int = _NU) ->
     Raises:
       ValueError: with concrete inputs, naming an invalid argument.
     """
-    dtype, ctx = _prepare(q, sigma, steps, epsilon, "epsilon")
+    dtype, ctx = _prepare(q, sigma, steps, epsilon)
     with ctx:
         (qf, sf, tf), ef, shape, _ = _flatten(q, sigma, steps, epsilon, dtype)
         res = _delta_core(qf, sf, tf, ef, nx, nu)
@@ -352,7 +342,7 @@ def epsilon_schedule(q, sigma, steps, delta, *, nx: int = _NX, nu: int = _NU) ->
     Raises:
       ValueError: with concrete inputs, naming an invalid argument.
     """
-    dtype, ctx = _prepare(q, sigma, steps, delta, "delta")
+    dtype, ctx = _prepare(q, sigma, steps, delta)
     if _validate.is_concrete(delta):
         _validate.check_range("delta", delta, low=0.0, high=1.0)
     with ctx:
