@@ -1,10 +1,14 @@
-"""ε(δ) by the privacy profile for many DP-SGD runs vs dp_accounting's PLD accountant.
+"""ε(δ) and σ calibration by the privacy profile for many DP-SGD runs vs dp_accounting's PLD.
 
-    PYTHONPATH=. python benchmarks/bench_profile.py --n 10000 --pld-sample 20
+    PYTHONPATH=. python benchmarks/bench_profile.py --n 10000 --pld-sample 20 --calibrate 1000
 
 Runs: q log-uniform in [1e-3, 0.1], σ in [0.6, 5], T log-uniform in [100, 1e5], δ = 1e-5.
-Prints the batched time per run (after one warm-up compile), PLD's time per run on a sample
-(pessimistic, value_discretization_interval 1e-4), their ratio, and the agreement.
+Prints the batched time per run (after a warm-up on the same shapes, so compilation is
+apart), PLD's time per run on a sample (pessimistic, value_discretization_interval 1e-4),
+their ratio, and the agreement. With ``--calibrate N``: σ for N targets ε ∈ [1, 8]
+(``sweep.noise_multiplier(accountant="profile")``) against
+``mechanism_calibration.calibrate_dp_mechanism`` with the PLD accountant on a sample, with
+a check that ε_profile(σ*) ≤ target for every target.
 """
 
 import argparse
@@ -29,12 +33,13 @@ def main():
     ap.add_argument("--n", type=int, default=10000)
     ap.add_argument("--pld-sample", type=int, default=10)
     ap.add_argument("--delta", type=float, default=1e-5)
+    ap.add_argument("--calibrate", type=int, default=0, help="also calibrate σ for N targets")
     a = ap.parse_args()
     rng = np.random.default_rng(0)
     q = 10 ** rng.uniform(-3, -1, a.n)
     s = rng.uniform(0.6, 5.0, a.n)
     t = np.round(10 ** rng.uniform(2, 5, a.n))
-    profile.epsilon(q[:16], s[:16], t[:16], a.delta).epsilon.block_until_ready()  # compile
+    profile.epsilon(q, s, t, a.delta).epsilon.block_until_ready()  # compile every tier used
     t0 = time.perf_counter()
     res = profile.epsilon(q, s, t, a.delta)
     eps = np.asarray(res.epsilon)
@@ -53,6 +58,45 @@ def main():
           f"max {rel.max():.2e}")
     for i, r in zip(idx, rel):
         print(f"  q={q[i]:.4g} σ={s[i]:.3g} T={t[i]:.0f} status={st[i]} rel={r:+.2e}")
+    if a.calibrate:
+        calibrate(a.calibrate, a.pld_sample, a.delta, rng)
+
+
+def pld_sigma(eps, q, steps, delta):
+    from dp_accounting import dp_event, mechanism_calibration
+    from dp_accounting.pld import pld_privacy_accountant as pld
+
+    return mechanism_calibration.calibrate_dp_mechanism(
+        lambda: pld.PLDAccountant(value_discretization_interval=1e-4),
+        lambda s: dp_event.SelfComposedDpEvent(
+            dp_event.PoissonSampledDpEvent(q, dp_event.GaussianDpEvent(s)), int(steps)),
+        eps, delta, mechanism_calibration.LowerEndpointAndGuess(0.3, 1.0), tol=1e-4)
+
+
+def calibrate(n, sample, delta, rng):
+    from jaxrdp import sweep
+
+    eps = rng.uniform(1.0, 8.0, n)
+    q = 10 ** rng.uniform(-3, -1.5, n)
+    t = np.round(10 ** rng.uniform(2.5, 4, n))
+    sweep.noise_multiplier(eps, delta, q, t, accountant="profile")  # compile
+    t0 = time.perf_counter()
+    res = sweep.noise_multiplier(eps, delta, q, t, accountant="profile")
+    sigma = np.asarray(res.value)
+    per_target = (time.perf_counter() - t0) / n
+    check = np.asarray(profile.epsilon(q, sigma, t, delta).epsilon)
+    print(f"calibration: {n} targets, {per_target * 1e3:.2f} ms/target; "
+          f"ε_profile(σ*) ≤ target for {np.mean(check <= eps):.4f} of them; "
+          f"σ*_profile/σ*_RDP median "
+          f"{np.median(sigma / np.asarray(sweep.noise_multiplier(eps, delta, q, t).value)):.4f}")
+    idx = rng.choice(n, sample, replace=False)
+    t0 = time.perf_counter()
+    ref = np.array([pld_sigma(eps[i], q[i], t[i], delta) for i in idx])
+    pld_per = (time.perf_counter() - t0) / sample
+    rel = sigma[idx] / ref - 1
+    print(f"PLD calibration: {pld_per * 1e3:.0f} ms/target; ratio {pld_per / per_target:.0f}x; "
+          f"σ*_profile/σ*_PLD − 1: min {rel.min():.2e}, median {np.median(rel):.2e}, "
+          f"max {rel.max():.2e}")
 
 
 if __name__ == "__main__":

@@ -1,5 +1,3 @@
-import sys
+from jaxrdp.cli import run
 
-from jaxrdp.cli import main
-
-sys.exit(main())
+run()

@@ -3,15 +3,21 @@
 remove: M(z) = A_{1+z} = E_{N(0,σ²)}[r(x)^{1+z}];  add: M(z) = B_{1+z} = E_{N(0,σ²)}[r(x)^{−z}],
 with r(x) = (1−q) + q·e^{(2x−1)/2σ²} (Mironov–Talwar–Zhang 2019, Sec. 3).
 
-Both are ∫ φ_σ(x) exp(w·ℓ(x)) dx with ℓ = log r real and w = 1+z (remove) or −z (add). On a
-vertical line Re z = c the magnitude |φ e^{wℓ}| = φ e^{aℓ}, a = Re w, does not depend on u, so
-one x-grid (the trapezoid rule on a window of ±12σ around the modes of φ e^{aℓ}, spectrally
-accurate for this analytic, Gaussian-decaying integrand) is shared by every point u of the line.
-Terms are exp(g_k − m + i·u·ℓ_k) with g_k = log(φ(x_k) h_x) + aℓ_k and m = max_k g_k, so no
-overflow and no cancellation in ℓ. The error is estimated a posteriori from the nested rule
-with step 2h_x (the even nodes): η_c = |S_h − S_2h|/|S_h|; the fine rule's error is taken as
-10·η_c² (errors square on halving for analytic integrands) when η_c < 1e-3, else η_c, plus a
-rounding term eps·(4 + |u|·max|ℓ| + max|g−m|)·Σ|terms|/|S|.
+Both are ∫ φ_σ(x) exp(w·ℓ(x)) dx with ℓ = log r real and w = 1+z (remove) or −z (add); the
+direction is a sign ``d`` (+1 remove, −1 add), so that w = (1+d)/2 + d·z and the loss is d·ℓ.
+Every function broadcasts over leading axes, so both directions, all runs and all segments of
+a schedule are one batch.
+
+On a vertical line Re z = c the magnitude |φ e^{wℓ}| = φ e^{aℓ}, a = Re w, does not depend on
+u, so one x-grid (the trapezoid rule on a window of ±12σ around the modes of φ e^{aℓ},
+spectrally accurate for this analytic, Gaussian-decaying integrand) is shared by every point
+u of the line. Terms are exp(g_k − m + i·u·d·ℓ_k) with g_k = log(φ(x_k) h_x) + aℓ_k and
+m = max_k g_k, so no overflow and no cancellation in ℓ. The error is estimated a posteriori
+from the nested rule with step 2h_x (the even nodes): η_c = |S_h − S_2h|/|S_h|; the fine
+rule's error is taken as 10·η_c² (errors square on halving for analytic integrands) when
+η_c < 1e-3, else η_c, plus a rounding term eps·(4 + |u|·max|ℓ| + max|g−m|)·Σ|terms|/|S|.
+Where the grid cannot resolve the oscillation e^{iuℓ} (see ``_RESOLVE``; the nested estimate
+is then meaningless: both rules alias alike), the error is reported infinite.
 """
 
 from __future__ import annotations
@@ -21,6 +27,14 @@ import jax.numpy as jnp
 _EPS = 2.220446049250313e-16
 #: half-width of the x-window beyond the modes, in σ (Gaussian tail e^{-72}).
 _WIDTH = 12.0
+#: the trapezoid rule in x is trusted (and its nested estimate meaningful) only where
+#: h_x·(|u|/σ² + _RESOLVE/σ) ≤ 2π: the integrand is analytic and bounded by its real-axis
+#: size times e^{(|u|/σ²)y + y²/2σ²} in the strip |Im x| < y (ℓ' ≤ 1/σ²), so the aliasing
+#: error is below e^{−_RESOLVE²/2} ≈ e^{−50} of it.
+_RESOLVE = 10.0
+
+REMOVE = 1.0
+ADD = -1.0
 
 
 def log_r(x, q, sigma):
@@ -34,81 +48,92 @@ def log_r(x, q, sigma):
     return jnp.where(small, low, high), t
 
 
-def exponent(c, direction: str):
-    """Real part a of w on the line Re z = c."""
-    return 1.0 + c if direction == "remove" else -c
+def exponent(c, d):
+    """Real part a of w on the line Re z = c: 1 + c (remove, d = +1) or −c (add, d = −1)."""
+    return 0.5 * (1.0 + d) + d * c
 
 
-def grid(q, sigma, c, direction: str, nx: int):
-    """Shared x-nodes (..., nx), step h_x (...) for the line Re z = c."""
-    a = exponent(c, direction)
-    if direction == "remove":
-        lo = jnp.minimum(0.0, a) - _WIDTH * sigma - 1.5
-        hi = jnp.maximum(0.0, a) + _WIDTH * sigma + 1.5
-    else:
-        lo = -c - _WIDTH * sigma - 1.5
-        hi = _WIDTH * sigma + 1.5
+def grid(q, sigma, c, d, nx: int):
+    """Shared x-nodes ``(..., nx)`` and step h_x ``(...)`` for the line Re z = c."""
+    a = exponent(c, d)
+    lo = jnp.minimum(0.0, a) - _WIDTH * sigma - 1.5
+    hi = jnp.maximum(0.0, a) + _WIDTH * sigma + 1.5
     k = jnp.arange(nx, dtype=jnp.result_type(c))
     hx = (hi - lo) / (nx - 1)
     return lo[..., None] + hx[..., None] * k, hx
 
 
-def _log_terms(q, sigma, c, direction, nx):
-    x, hx = grid(q, sigma, c, direction, nx)
+def _log_terms(q, sigma, c, d, nx):
+    q, sigma, c, d = jnp.broadcast_arrays(q, sigma, c, d)
+    x, hx = grid(q, sigma, c, d, nx)
     qe, se = q[..., None], sigma[..., None]
     ell, t = log_r(x, qe, se)
-    a = exponent(c, direction)[..., None]
+    a = exponent(c, d)[..., None]
     g = -(x**2) / (2.0 * se**2) - jnp.log(jnp.sqrt(2.0 * jnp.pi) * se) + jnp.log(hx)[..., None]
-    return x, ell, t, g, g + a * ell, a
+    return ell, t, g + a * ell, hx
 
 
-def real_stats(q, sigma, c, direction: str, nx: int):
-    """(κ, κ', κ'', log TV) at real z = c.
+#: split points of the envelope bound (every nx/_SPLITS-th node).
+_SPLITS = 16
 
-    κ = log M(c); κ', κ'' its first two derivatives (mean and variance of the loss under the
-    tilted measure); TV the total variation of h = φ r^a/ℓ' (from the grid, ×1.05), which gives
-    |M(c+iu)| ≤ TV/|u| by one integration by parts.
+
+def real_stats(q, sigma, c, d, nx: int):
+    """Statistics of the tilted loss at real z = c; arguments broadcast to a shape ``B``.
+
+    Returns ``(κ, κ', κ'', μ₄, w, log v)``: κ = log M(c); κ', κ'' its first two derivatives
+    (mean and variance of the loss under the tilted measure); μ₄ the tilted loss's fourth
+    central moment (all of shape ``B``); and, for split points x_k of the grid (``B + (K,)``),
+    w_k the tilted mass left of x_k and v_k = (g(x_k) + TV_{[x_k, ∞)} g)/M(c) for
+    g = φ r^a/|ℓ'| (the tilted density in the loss variable; TV from the grid, ×1.05). One
+    integration by parts on [x_k, ∞) gives |M(c+iu)|/M(c) ≤ w_k + v_k/|u| for every k
+    (k = 0 is the plain total-variation bound).
     """
-    x, ell, t, g, ga, a = _log_terms(q, sigma, c, direction, nx)
+    ell, t, ga, hx = _log_terms(q, sigma, c, d, nx)
+    q, sigma, d = jnp.broadcast_arrays(q, sigma, d)
     m = jnp.max(ga, axis=-1, keepdims=True)
     wts = jnp.exp(ga - m)
     s0 = jnp.sum(wts, axis=-1)
-    loss = ell if direction == "remove" else -ell
+    loss = d[..., None] * ell
     k1 = jnp.sum(wts * loss, axis=-1) / s0
-    k2 = jnp.sum(wts * (loss - k1[..., None]) ** 2, axis=-1) / s0
+    dev2 = (loss - k1[..., None]) ** 2
+    k2 = jnp.sum(wts * dev2, axis=-1) / s0
+    k4 = jnp.sum(wts * dev2**2, axis=-1) / s0
     kappa = m[..., 0] + jnp.log(s0)
-    # h = φ r^a / ℓ', ℓ' = q e^t/(σ² r); log h without the step h_x.
-    se = sigma[..., None]
-    log_h = ga - jnp.log(((jnp.max(x, -1) - jnp.min(x, -1)) / (nx - 1)))[..., None]
-    log_h = log_h + ell - jnp.log(q)[..., None] - t + 2.0 * jnp.log(se)
-    mh = jnp.max(log_h, axis=-1, keepdims=True)
-    hv = jnp.exp(log_h - mh)
-    tv = jnp.sum(jnp.abs(jnp.diff(hv, axis=-1)), axis=-1) + hv[..., 0] + hv[..., -1]
-    log_tv = mh[..., 0] + jnp.log(1.05 * tv)
-    return kappa, k1, k2, log_tv
+    # g = φ r^a / ℓ', ℓ' = q e^t/(σ² r); relative to the integrand's scale e^m / h_x.
+    log_g = ell - jnp.log(q)[..., None] - t + 2.0 * jnp.log(sigma)[..., None]
+    mg = jnp.max(ga + log_g, axis=-1, keepdims=True)
+    gv = jnp.exp(ga + log_g - mg)
+    steps = jnp.abs(jnp.diff(gv, axis=-1))
+    right_tv = jnp.cumsum(steps[..., ::-1], axis=-1)[..., ::-1]  # Σ_{j ≥ k} |Δg_j|
+    right_tv = jnp.concatenate([right_tv, jnp.zeros_like(right_tv[..., :1])], axis=-1)
+    split = jnp.arange(0, nx - 1, max(1, (nx - 1) // _SPLITS))
+    left = jnp.cumsum(wts, axis=-1) - wts  # mass strictly left of node k
+    w = left[..., split] / s0[..., None]
+    v = 1.05 * (gv[..., split] + right_tv[..., split] + gv[..., -1:])
+    log_v = (mg - m) + jnp.log(v) - jnp.log(s0)[..., None] - jnp.log(hx)[..., None]
+    return kappa, k1, k2, k4, w, log_v
 
 
-def log_moment_line(q, sigma, c, u, direction: str, nx: int):
+def log_moment_line(q, sigma, c, d, u, nx: int):
     """log M(c + iu) and its relative error estimate.
 
     Args:
-      q, sigma, c: shape ``B`` (c > 0).
+      q, sigma, c, d: broadcastable to a batch shape ``B`` (c > 0; d = ±1, the direction).
       u: shape ``B + (N,)``.
-      direction: ``"remove"`` or ``"add"``.
       nx: number of x-nodes (static, odd is best for the nested estimate).
 
     Returns:
       ``(log_m, eta)``: complex log M (principal branch) and relative error bound estimate,
       both of shape ``B + (N,)``.
     """
-    x, ell, t, g, ga, a = _log_terms(q, sigma, c, direction, nx)
+    ell, _, ga, hx = _log_terms(q, sigma, c, d, nx)
+    sigma, d = jnp.broadcast_arrays(sigma, d)
     m = jnp.max(ga, axis=-1, keepdims=True)
-    sign = 1.0 if direction == "remove" else -1.0
-    phase = sign * u[..., :, None] * ell[..., None, :]
+    phase = u[..., :, None] * (d[..., None] * ell)[..., None, :]
     mag = jnp.exp(ga - m)[..., None, :]
-    terms = mag * jnp.exp(1j * phase)
-    fine = jnp.sum(terms, axis=-1)
-    coarse = 2.0 * jnp.sum(terms[..., ::2], axis=-1)
+    cos, sin = mag * jnp.cos(phase), mag * jnp.sin(phase)
+    fine = jnp.sum(cos, axis=-1) + 1j * jnp.sum(sin, axis=-1)
+    coarse = 2.0 * (jnp.sum(cos[..., ::2], axis=-1) + 1j * jnp.sum(sin[..., ::2], axis=-1))
     absfine = jnp.maximum(jnp.abs(fine), 1e-300)
     eta_c = jnp.abs(fine - coarse) / absfine
     eta_disc = jnp.where(eta_c < 1e-3, 10.0 * eta_c**2, eta_c)
@@ -116,5 +141,7 @@ def log_moment_line(q, sigma, c, u, direction: str, nx: int):
     spread = jnp.max(jnp.abs(ga - m), axis=-1, keepdims=True)
     umax = jnp.abs(u) * jnp.max(jnp.abs(ell), axis=-1, keepdims=True)
     eta_round = _EPS * (4.0 + umax + spread) * amp
-    log_m = m + jnp.log(fine)
-    return log_m, eta_disc + eta_round
+    resolved = hx[..., None] * (jnp.abs(u) / sigma[..., None] ** 2 + _RESOLVE / sigma[..., None]) <= 2 * jnp.pi
+    log_m = m + jnp.log(jnp.where(absfine > 1e-300, fine, 1.0))  # safe for gradients
+    log_m = jnp.where(absfine > 1e-300, log_m, -jnp.inf)
+    return log_m, jnp.where(resolved, eta_disc + eta_round, jnp.inf)

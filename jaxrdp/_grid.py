@@ -173,6 +173,34 @@ def _shared_cover(s, alpha_max: float, cfg):
     return -reach * jnp.ones_like(s), alpha_max * s + reach
 
 
+def shared_points(log_q, log1m_q, s, alpha_max: float, n_panels: int, n_nodes: int):
+    """Gauss–Legendre nodes ``t`` and log weights over :func:`_shared_cover`, ``(C, N)`` each.
+
+    ``n_panels`` equal panels, shifted so that the crossover ``t₁`` is a panel end (panels
+    sticking out of the cover are clipped to it); any floating dtype, no derivatives.
+    """
+    cfg = _quadrature.FLOAT64_CONFIG
+    lo, hi = _shared_cover(s, alpha_max, cfg)
+    lo, hi = jax.lax.stop_gradient(lo), jax.lax.stop_gradient(hi)
+    t1 = jax.lax.stop_gradient((log1m_q - log_q + 0.5 * s * s) / s)
+    width = (hi - lo) / (n_panels - 1)
+    anchor = jnp.clip(t1, lo, hi)
+    j0 = jnp.ceil((anchor - lo) / width)
+    j = np.arange(n_panels + 1, dtype=np.dtype(s.dtype))
+    edges = jnp.clip(anchor[:, None] + (j - j0[:, None]) * width[:, None], lo[:, None], hi[:, None])
+    left, right = edges[:, :-1], edges[:, 1:]  # (C, P)
+
+    # Constants converted explicitly: JAX (0.10) reuses a cached NumPy constant's first
+    # conversion, so the same array used in a float32 and then a float64 trace breaks.
+    nodes, weights = _logmath.gauss_legendre(n_nodes)
+    nodes, log_weights = (jnp.asarray(v, s.dtype) for v in (nodes, np.log(weights)))
+    half = 0.5 * (right - left)
+    t = (0.5 * (right + left))[..., None] + half[..., None] * nodes  # (C, P, n)
+    log_w = _logmath.log_positive(half)[..., None] + log_weights
+    t = t.reshape(t.shape[0], -1)
+    return t, log_w.reshape(t.shape)
+
+
 def _shared_nodes(q, log_q, log1m_q, s, alpha_max: float, n_panels: int, n_nodes: int):
     """Gauss–Legendre nodes shared by every order ``≤ alpha_max`` of each cell.
 
@@ -187,22 +215,7 @@ def _shared_nodes(q, log_q, log1m_q, s, alpha_max: float, n_panels: int, n_nodes
       split between the series and the expm1 form of ``g`` is the same for all orders.
     """
     cfg = _quadrature.FLOAT64_CONFIG
-    lo, hi = _shared_cover(s, alpha_max, cfg)
-    lo, hi = jax.lax.stop_gradient(lo), jax.lax.stop_gradient(hi)
-    t1 = jax.lax.stop_gradient((log1m_q - log_q + 0.5 * s * s) / s)
-    width = (hi - lo) / (n_panels - 1)
-    anchor = jnp.clip(t1, lo, hi)
-    j0 = jnp.ceil((anchor - lo) / width)
-    j = np.arange(n_panels + 1, dtype=np.float64)
-    edges = jnp.clip(anchor[:, None] + (j - j0[:, None]) * width[:, None], lo[:, None], hi[:, None])
-    left, right = edges[:, :-1], edges[:, 1:]  # (C, P)
-
-    nodes, weights = _logmath.gauss_legendre(n_nodes)
-    half = 0.5 * (right - left)
-    t = (0.5 * (right + left))[..., None] + half[..., None] * nodes  # (C, P, n)
-    log_w = _logmath.log_positive(half)[..., None] + np.log(weights)
-    t = t.reshape(t.shape[0], -1)
-    log_w = log_w.reshape(t.shape)
+    t, log_w = shared_points(log_q, log1m_q, s, alpha_max, n_panels, n_nodes)
     s_ = s[:, None]
     parts = _logmath.node_parts(s_ * t - 0.5 * s_ * s_, q[:, None], log_q[:, None])
     base = log_w + _logmath.log_normal_pdf(t)
@@ -385,14 +398,15 @@ def _chunk_log_a_minus_one(q, sigma, plan: OrderPlan):
     if plan.other_idx.size:
         other_alphas = tuple(float(plan.orders[i]) for i in plan.other_idx)
         blocks.append(_elementwise_log_a_minus_one(q, sigma, other_alphas))
-    return jnp.concatenate(blocks, axis=-1)[:, plan.inverse]
+    return jnp.concatenate(blocks, axis=-1)[:, jnp.asarray(plan.inverse, jnp.int32)]
 
 
 def log_a_minus_one(q, sigma, plan: OrderPlan):
     """log(A_α − 1) for regular cells (0 < q < 1, 0 < σ < ∞) and the plan's orders.
 
     Args:
-      q, sigma: float64 arrays of one shape ``S``.
+      q, sigma: arrays of one shape ``S``, float64 (this module) or float32
+        (:mod:`jaxrdp._grid32`).
       plan: static :class:`OrderPlan`.
 
     Returns:
@@ -404,8 +418,14 @@ def log_a_minus_one(q, sigma, plan: OrderPlan):
     n = q.shape[0]
     if n == 0:
         return jnp.zeros(shape + (len(plan.orders),), q.dtype)
+    if q.dtype == jnp.float64:
+        chunk = _chunk_log_a_minus_one
+    else:
+        from jaxrdp import _grid32  # float32 cells; imports this module
+
+        chunk = _grid32.chunk_log_a_minus_one
     if n <= _CELLS_PER_CHUNK:
-        out = _chunk_log_a_minus_one(q, sigma, plan)
+        out = chunk(q, sigma, plan)
     else:
         # Sort by σ so that the few cells that need the elementwise fallback (small σ)
         # share chunks instead of sending every chunk down the slow branch.
@@ -416,7 +436,7 @@ def log_a_minus_one(q, sigma, plan: OrderPlan):
         pad = n_chunks * size - n
         qp = jnp.concatenate([q, jnp.full((pad,), 0.5, q.dtype)]).reshape(n_chunks, size)
         sp = jnp.concatenate([sigma, jnp.ones((pad,), sigma.dtype)]).reshape(n_chunks, size)
-        out = jax.lax.map(lambda a: _chunk_log_a_minus_one(a[0], a[1], plan), (qp, sp))
+        out = jax.lax.map(lambda a: chunk(a[0], a[1], plan), (qp, sp))
         out = out.reshape(n_chunks * size, -1)[:n]
         out = out[jnp.argsort(perm)]
     return out.reshape(shape + (len(plan.orders),))

@@ -52,12 +52,19 @@ class NodeParts(NamedTuple):
 def node_parts(v, q, log_q) -> NodeParts:
     """Order-independent parts of ``x = q·expm1(v)`` for :func:`excess_factors`."""
     v_cap = 0.5 * np.log(np.finfo(jnp.result_type(v)).max)
-    big = v > v_cap
-    x = q * jnp.expm1(jnp.minimum(v, v_cap))
-    # For v > v_cap, x ≫ 1 and log(1 + x) = log q + v to working precision.
-    log1p_x = jnp.where(big, log_q + v, jnp.log1p(x))
+    log_x = log_q + v  # log(q·e^v)
+    # Where log(q·e^v) > v_cap, x ≫ 1 and log(1 + x) = log q + v to working precision (x is
+    # capped). A v beyond v_cap with a tiny q (log q + v ≤ v_cap) is not large: there
+    # x = q·e^v − q, computed as e^{log q + v} − q without overflow.
+    big = log_x > v_cap
+    x = jnp.where(
+        v > v_cap,
+        jnp.exp(jnp.minimum(log_x, v_cap)) - q,
+        q * jnp.expm1(jnp.minimum(v, v_cap)),
+    )
+    log1p_x = jnp.where(big, log_x, jnp.log1p(x))
     x_over_1px = jnp.where(big, 1.0, x / (1.0 + x))
-    log_abs_x = jnp.where(big, log_q + v, jnp.log(jnp.abs(x)))
+    log_abs_x = jnp.where(big, log_x, jnp.log(jnp.abs(x)))
     return NodeParts(x, log1p_x, x_over_1px, log_abs_x)
 
 

@@ -19,6 +19,9 @@ import jax
 import jax.numpy as jnp
 
 
+_FLOAT64 = jnp.dtype(jnp.float64)
+
+
 def _under_transformation() -> bool:
     """Whether JAX is tracing (``jit``, ``grad``, ``vmap``, ``scan`` bodies), even when every
     argument of the call is concrete: then operations are staged into the user's graph,
@@ -43,6 +46,9 @@ def compute_context(*args):
       The floating dtype and a context manager (a local x64 scope or a no-op).
     """
     jax_args = [a for a in args if isinstance(a, (jax.Array, jax.core.Tracer))]
+    if not jax_args and not _under_transformation():
+        # Host values at the top level (the common single-run call): float64, local scope.
+        return _FLOAT64, jax.enable_x64(True)
     traced = _under_transformation() or any(isinstance(a, jax.core.Tracer) for a in jax_args)
     floating = [a.dtype for a in jax_args if jnp.issubdtype(a.dtype, jnp.floating)]
     if traced and not jax.config.jax_enable_x64:

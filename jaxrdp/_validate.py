@@ -10,6 +10,7 @@ are tracers and the masks take over.
 from __future__ import annotations
 
 import functools
+import math
 from typing import NamedTuple
 
 import jax
@@ -70,6 +71,10 @@ def outside(value, r: Range):
     return bad
 
 
+#: Scalars checked without building an array (bool and int included: ``float(True) == 1``).
+_SCALAR_TYPES = frozenset({float, int, bool, np.float64, np.float32, np.int64, np.int32})
+
+
 def is_concrete(*values) -> bool:
     """True when no argument is a JAX tracer (i.e. we are not inside a transformation)."""
     return not any(isinstance(v, jax.core.Tracer) for v in values)
@@ -96,7 +101,18 @@ def check_range(
 
     Does nothing when ``value`` is a tracer.
     """
-    if not is_concrete(value):
+    if type(value) in _SCALAR_TYPES:
+        # Python and NumPy scalars (the single-run call): plain comparisons, no arrays.
+        x = float(value)
+        if (
+            x == x
+            and (allow_inf or x - x == 0.0)
+            and (low is None or (x >= low if low_inclusive else x > low))
+            and (high is None or (x <= high if high_inclusive else x < high))
+            and (not integer or x - x != 0.0 or x == math.floor(x))
+        ):
+            return
+    elif not is_concrete(value):
         return
     arr = np.asarray(value, dtype=np.float64)
     lo = "[" if low_inclusive else "("

@@ -685,12 +685,7 @@ _POISSON = "add_or_remove_one"
 _REPLACE = "replace_one"
 
 
-def _times(per_step, steps):
-    """``steps · per_step`` with ``0 · inf = 0`` and NaN for negative or NaN ``steps``."""
-    steps = jnp.asarray(steps, per_step.dtype)
-    bad = jnp.isnan(steps) | (steps < 0)
-    scaled = jnp.where(steps == 0, jnp.zeros_like(per_step), steps * per_step)
-    return jnp.where(bad, jnp.nan, scaled)
+_times = conversions.scale_rdp  # steps · per_step, 0 · inf = 0, NaN for bad steps
 
 
 def _check_scalar_steps(steps) -> None:

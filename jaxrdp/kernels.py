@@ -20,20 +20,37 @@ dtype         orders                                        path
 float64       concrete, ≥ 8, the same for every cell         shared-order path
               (``(K,)``, ``(1, K)``, ``(1, …, 1, K)``,      (:mod:`jaxrdp._grid`, once per
               a list, a concrete JAX array)                  shape and order vector)
+float32       the same                                       shared-order path in float32
+                                                             with double-float parts
+                                                             (:mod:`jaxrdp._grid32`)
 float64       traced, fewer than 8, or differing per cell    elementwise quadrature
                                                              (:mod:`jaxrdp._quadrature`)
-float32       any                                            elementwise quadrature, centred
+float32       the same                                       elementwise quadrature, centred
                                                              (:mod:`jaxrdp._tilted32`)
 ============  ===========================================  ================================
 
 Inside the shared-order path (:class:`jaxrdp._grid.OrderPlan`, then per chunk of cells
 sorted by σ): integer orders ``2 ≤ α ≤ 2¹⁴`` take exact binomial sums; fractional orders
 ``1 < α ≤ 12`` take nodes shared across orders, in the tier of
-:data:`jaxrdp._grid.SHARED_TIERS` that the chunk's largest ``1/σ`` needs (beyond the last
-tier, the elementwise quadrature); other orders the elementwise quadrature. float32 calls
-(e.g. a training step without x64) stay elementwise: the shared sums need exponents of
-several hundred nats at one node, which float32 cannot carry to the 1e-5 the float32
-guarantee requires without the centred double-float evaluation of :mod:`jaxrdp._tilted32`.
+:data:`jaxrdp._grid.SHARED_TIERS` (float32: :data:`jaxrdp._grid32.SHARED_TIERS`, the same
+limits with fewer nodes) that the chunk's largest ``1/σ`` needs; beyond the last tier
+(``σ < 1/3.4``) and for other orders, the elementwise quadrature of the same dtype. In
+float32 the shared sums' large parts (``k·log q`` against ``k(k−1)/2σ²``, ``−t²/2``
+against ``(α − 1)·log(1 + x)``, several hundred nats) are computed in double-float32 and
+cancel exactly before the one rounding to float32, and derivatives are those of the
+elementwise float32 quadrature (:func:`jax.custom_jvp`).
+
+Traced orders stay elementwise. The plan is static structure: which orders are integers,
+the integer sums' term counts (a static ``max α + 1`` per size class) and binomial
+tables, the fractional orders' series coefficients and node cover (``α_max·s + reach``).
+A generic plan for a traced vector (the integer/fractional choice made per order with
+``jnp.where``) would have to size the integer sums for the largest order allowed
+(``2¹⁴ + 1`` terms per order and cell, against ~30 for a typical order), and the shared
+nodes cover only ``α ≤ 12``, so every other order would still need the elementwise
+quadrature, which ``jnp.where`` evaluates for every lane: it is never faster than the
+elementwise path at the same 5e-13. Callers that know their orders pass them concretely:
+the accountant's ``RdpState`` carries its orders as static data, so a jitted training step
+compiles the fast path.
 
 Precision: called with Python or NumPy inputs (host level), the kernels compute in
 float64 inside a local ``jax.enable_x64`` scope, leaving the global JAX configuration
@@ -42,7 +59,8 @@ they compute in the inputs' dtype. In float32 the log-integrand is expanded arou
 quadrature window's centre, whose value and slope are computed in double-float32 (so large
 cancelling parts such as α·log q and α²/2σ² cost no accuracy); the result, accurate to a few
 1e-6 relative, is raised by the safety margin :data:`FLOAT32_SAFETY_MARGIN` so that it never
-falls below the float64 value and stays within 1e-4 of it.
+falls below the float64 value and stays within 1e-4 of it (the shared-order path in float32
+is accurate to the same few 1e-6, and the closed form of ``q = 1`` gets the same margin).
 """
 
 from __future__ import annotations
@@ -113,6 +131,8 @@ def _assemble(log_am1, q, sigma, alpha):
     sigma_f = jnp.where(full, sigma, 1.0)
     alpha_f = jnp.where(full, alpha, 2.0)
     value_full = alpha_f * (alpha_f - 1.0) / (2.0 * sigma_f * sigma_f)
+    if value_full.dtype == jnp.float32:  # three float32 roundings, each of either sign
+        value_full = value_full * (1.0 + FLOAT32_SAFETY_MARGIN)
     out = jnp.where(regular, value, jnp.where(full, value_full, 0.0))
     out = jnp.where(infinite, jnp.inf, out)
     return jnp.where(invalid, jnp.nan, out)
@@ -180,22 +200,22 @@ def _rdp_jit(q, sigma, alpha):
     return _rdp_from_log_a(_log_a_elementwise(q, sigma, alpha), q, sigma, alpha)
 
 
-def _cells(q, sigma, cells: tuple):
-    """``q, σ`` (float64) broadcast to ``cells + (1,)`` with that orders' axis dropped."""
-    q, sigma = (jnp.broadcast_to(jnp.asarray(v, jnp.float64), cells + (1,))[..., 0]
+def _cells(q, sigma, cells: tuple, dtype: str):
+    """``q, σ`` (in ``dtype``) broadcast to ``cells + (1,)`` with that orders' axis dropped."""
+    q, sigma = (jnp.broadcast_to(jnp.asarray(v, dtype), cells + (1,))[..., 0]
                 for v in (q, sigma))
     return _representable_inputs(q, sigma)
 
 
-@functools.partial(jax.jit, static_argnames=("plan", "cells"))
-def _log_a_orders_jit(q, sigma, plan, cells):
-    q, sigma = _cells(q, sigma, cells)
+@functools.partial(jax.jit, static_argnames=("plan", "cells", "dtype"))
+def _log_a_orders_jit(q, sigma, plan, cells, dtype="float64"):
+    q, sigma = _cells(q, sigma, cells, dtype)
     return _log_a_orders(q, sigma, plan)
 
 
-@functools.partial(jax.jit, static_argnames=("plan", "cells"))
-def _rdp_orders_jit(q, sigma, plan, cells):
-    q, sigma = _cells(q, sigma, cells)
+@functools.partial(jax.jit, static_argnames=("plan", "cells", "dtype"))
+def _rdp_orders_jit(q, sigma, plan, cells, dtype="float64"):
+    q, sigma = _cells(q, sigma, cells, dtype)
     alpha = jnp.asarray(plan.orders, q.dtype)
     value = _log_a_orders(q, sigma, plan)
     return _rdp_from_log_a(value, q[..., None], sigma[..., None], alpha)
@@ -215,12 +235,12 @@ def _route(q, sigma, alpha, dtype):
 def _orders_plan(q, sigma, alpha, dtype):
     """An :class:`_grid.OrderPlan` when the fast path applies, else None.
 
-    It applies in float64 when ``alpha`` is a concrete array of at least
+    It applies in float64 and float32 when ``alpha`` is a concrete array of at least
     ``_MIN_ORDERS_FOR_FAST_PATH`` orders on its last axis, all its other axes of size 1
     (``(K,)``, ``(1, K)``, ``(1, …, 1, K)``, a list, a concrete JAX array), and the last
     axis of ``q`` and ``sigma`` (if any) is of size 1: the same orders for every cell.
     """
-    if dtype != jnp.float64 or isinstance(alpha, jax.core.Tracer):
+    if dtype not in (jnp.float64, jnp.float32) or isinstance(alpha, jax.core.Tracer):
         return None
     alpha_np = np.asarray(alpha, dtype=np.float64)
     if alpha_np.ndim == 0 or alpha_np.shape[-1] < _MIN_ORDERS_FOR_FAST_PATH:
@@ -254,7 +274,7 @@ def _run(elementwise, orders_kernel, q, sigma, alpha, dtype):
         # Cells: the broadcast shape without the orders' axis, along which q and σ have
         # size 1 (or which they lack). Broadcasting happens inside the compiled program.
         full = np.broadcast_shapes(np.shape(q), np.shape(sigma), np.shape(alpha))
-        return orders_kernel(q, sigma, plan, full[:-1])
+        return orders_kernel(q, sigma, plan, full[:-1], jnp.dtype(dtype).name)
     q, sigma = (jnp.asarray(v, dtype) for v in (q, sigma))
     return elementwise(q, sigma, jnp.asarray(alpha, dtype))
 

@@ -7,33 +7,55 @@ For the add-or-remove relation δ(ε) = max(δ_remove(ε), δ_add(ε)) with
 
 with M(z) = A_{1+z} (remove) or B_{1+z} (add) of Mironov–Talwar–Zhang (2019), Sec. 3, evaluated
 at complex orders by :mod:`jaxrdp._complex_moments`. A schedule of segments multiplies:
-M_total = Π M_i^{T_i} (integer T_i, so the branch of log M is irrelevant).
+M_total = Π M_i^{T_i} (integer T_i, so the branch of log M is irrelevant). Both directions, all
+runs and all segments are one batch: every step below is vectorised over them.
 
-Contour: c is the saddle point of Σ T_i log M_i(c) − cε − log(c(c+1)) (bisection: its
-derivative is increasing in c); the step h from the curvature φ'' of that function and from c;
-u_k = k·h, k < N_u (static), so the line is cut at H = N_u·h ≥ 2·√90·φ''^{-1/2}.
+Contour (per run and direction): for δ(ε), c is the saddle point of
+φ(c) = Σ T_i log M_i(c) − cε − log(c(c+1)) (safeguarded Newton in log c: φ' is increasing);
+for ε(δ), c and the line's centre ε_c solve the Laplace approximation
+φ(c) − ½ log(2π φ''(c)) = log δ with ε_c = Σ T_i κ_i'(c) − 1/c − 1/(c+1) (the saddle condition),
+so one line serves the whole ε search. The step h comes from the curvature φ'' and from c;
+u_k = k·h, k < N_u (static), so the line is cut at H = N_u·h.
 
-Error bound (added upward, so δ returned ≥ the true δ up to the stated heuristics):
+Error bound (added upward: the δ returned is the quadrature's value plus this bound):
 
 * discretisation (Trefethen–Weideman 2014, Thm 5.1, the integrand being analytic in the strip
   |Re z − c| < a, a < c, away from the poles 0 and −1):
   |I_h − I| ≤ 2·max_± J(c ± a)/(e^{2πa/h} − 1), J(c') = (1/2π)∫|F| ≤ M(c')^T e^{−c'ε}/(2c')
   (|z(z+1)| ≥ c'² + u², and the maximum over the strip is at its edges by log-convexity);
-* truncation at |u| > H: |M(c+iu)| ≤ min(M(c), TV_j/|u|) for each segment j (one integration by
-  parts, TV_j the total variation of φ r^a/ℓ'), and |z(z+1)| ≥ u², integrated in closed form;
-* moments: each M_i carries a relative error η_i (nested-rule estimate); M_total^T is then off by
-  at most (e^{Σ T_i η_i} − 1)·|M_total^T| at each node, summed with the trapezoid weights;
+  a is the best of a few fractions of c;
+* truncation at |u| > H: |F| ≤ M(c)^T e^{−cε} b(u)/u² with b a bound on |M(c+iu)|^T/M(c)^T
+  built per segment from (i) 1 − αu² + γu⁴ (fourth-order Taylor bound of the tilted loss's
+  characteristic function, α = κ''/2, γ = μ₄/24, valid where αu² ≤ 1), (ii) w_k + v_k/u for
+  split points x_k (mass left of x_k plus one integration by parts right of it) and (iii) |M|
+  computed at check points beyond H (with its own error) plus a Lipschitz term; integrated
+  piecewise on a geometric grid and in closed form beyond it (:func:`_log_tail`). The same
+  bound replaces a node of the line whose computed value is less certain than it;
+* moments: each M_i carries a relative error η_i (nested-rule estimate of
+  :mod:`jaxrdp._complex_moments`); M_total^T is then off by at most (e^{Σ T_i η_i} − 1)·|M_total^T|
+  at each node, summed with the trapezoid weights;
 * rounding: 8·eps·(Σ T_i|log M_i| + |z|ε + 10)·Σ|F| for the exponent and the sum.
 
-Where this bound exceeds the RDP δ (few sampled steps, far tail: slow decay of |M(c+iu)|) the
-RDP bound of :mod:`jaxrdp.conversions` (sound) is returned instead; per-element ``status`` says
-which. ε(δ) is found by bisection on ε, started from the (sound) RDP ε and moving only to
-points where the bounded δ is verified ≤ δ target, reusing the moments on the line
-(two passes: the second line is centred at the first pass's ε).
+Two parts of this bound are estimates rather than proofs: the moments' nested-rule error η
+(a posteriori, squared on halving for analytic integrands) and the total variations in v_k,
+read off the x-grid and raised by 5%. Both are conservative where the grid resolves the
+integrand; where it cannot resolve the oscillation e^{iuℓ(x)} (h_x·(|u|/σ² + 10/σ) > 2π) the
+nested estimate is meaningless (both rules alias alike: measured at T = 1, q = 0.5, σ = 1,
+u = 120, a value 4e5 times too large with η = 1.6%) and η = ∞ is reported instead.
 
-Not implemented: a deformed contour or an exact split for the compound-Poisson regime, where the
-RDP fallback is used. ``steps`` may be traced (it only enters arithmetically), but it must be an
-integer count.
+Accuracy tiers (:data:`TIERS`, (x-nodes, line nodes)): called with concrete inputs, every run
+starts on the cheapest tier and only runs whose bounded relative error exceeds
+:data:`TOLERANCE` are recomputed on the next (all tiers are sound, so the smallest value is
+kept). The bigger tiers spend their line nodes on both a finer step and a longer line. Under a transformation (``jit``, ``grad``, ``vmap``) one tier runs for all, ``tier=1``
+unless given. Where even the last tier's bound exceeds the RDP δ (few sampled steps in the far
+tail: the loss is then nearly compound-Poisson and |M(c+iu)|^T decays slowly along the line) the
+RDP bound of :mod:`jaxrdp.conversions` (sound) is returned instead; per-element ``status`` says
+which.
+
+ε(δ): Newton on log δ_up(ε) along the line (only e^{−zε} changes with ε), then the smallest of
+a few points just above the root at which the bounded δ of both directions is verified ≤ δ.
+Derivatives in q and σ flow through the moments on the line (the contour is held fixed: the
+integral does not depend on it); for ε by the implicit-function rule.
 """
 
 from __future__ import annotations
@@ -52,6 +74,8 @@ __all__ = [
     "PROFILE_LOOSE",
     "PROFILE_OK",
     "RDP_FALLBACK",
+    "TIERS",
+    "TOLERANCE",
     "ProfileDelta",
     "ProfileEpsilon",
     "delta",
@@ -60,17 +84,30 @@ __all__ = [
     "epsilon_schedule",
 ]
 
-#: status: the profile bound, with relative error bound ≤ 1e-6.
+#: status: the profile bound, with relative error bound ≤ :data:`TOLERANCE`.
 PROFILE_OK = 0
-#: status: the profile bound, tighter than RDP but with a relative error bound > 1e-6.
+#: status: the profile bound, tighter than RDP but with a relative error bound > TOLERANCE.
 PROFILE_LOOSE = 1
 #: status: the profile could not beat the RDP bound; the RDP value is returned.
 RDP_FALLBACK = 2
 
-_E = 45.0  # target exponent for discretisation (e^-45)
-_NX = 513
-_NU = 384
-_BATCH = 16
+#: relative error bound below which a value is :data:`PROFILE_OK` (and escalation stops).
+TOLERANCE = 1e-6
+#: (x-nodes of the complex moments, nodes on the half-line of the inverse Laplace integral).
+TIERS = ((129, 48), (257, 128), (513, 512), (2049, 1024))
+
+_E = 60.0  # target exponent for the discretisation error (e^-60)
+_TAIL_RATIO, _TAIL_PIECES = 1.12, 48  # pieces of the truncation bound: H to 230·H
+_CHECK_PIECES = 30  # the first pieces (H to 30·H) also use |M| computed at their ends
+_COVER = 1.3  # the line covers at least ±1.3·w·√(2E) (a Gaussian bump of width w: e^{-1.7E})
+_NX_SEARCH = 65  # x-nodes of the real statistics that only steer the contour
+_SEARCH_ITERATIONS = 14  # safeguarded Newton steps for c (log scale)
+_NEWTON_ITERATIONS = 10  # Newton steps for ε on the line
+_STRIP = (0.9, 0.6, 0.35, 0.2, 0.1, 0.04)  # candidate strip half-widths a/c
+_NUDGE = (0.0, 1e-12, 1e-9, 1e-7, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2)  # ε(1+k) candidates
+_LOG_C = (np.log(1e-8), np.log(1e7))  # search range of c
+_CHUNK = 1 << 21  # runs·segments·line nodes·x-nodes per compiled chunk (memory: ~100 MB)
+_DIRS = np.array([cm.REMOVE, cm.ADD])
 
 
 class ProfileDelta(NamedTuple):
@@ -92,138 +129,435 @@ class ProfileEpsilon(NamedTuple):
     status: jax.Array  #: PROFILE_OK, PROFILE_LOOSE or RDP_FALLBACK
 
 
-def _saddle(q, s, t, eps, direction, nx):
-    """Bisection in log c on Σ T κ'(c) − ε − 1/c − 1/(c+1) (increasing in c)."""
+class _Line(NamedTuple):
+    """Everything the bounded δ(ε) needs on one line, per direction and run: ``(2, n[, N_u])``."""
+
+    c: jax.Array
+    h: jax.Array
+    a: jax.Array  # strip half-width of the discretisation bound
+    log_mt: jax.Array  # Σ T_i log M_i(c + i u_k), complex (2, n, N_u)
+    eta_t: jax.Array  # Σ T_i log(1 + η_i)
+    abs_logm: jax.Array  # Σ T_i |log M_i|
+    kap: jax.Array  # Σ T_i κ_i(c)
+    kap_m: jax.Array  # Σ T_i κ_i(c − a)
+    kap_p: jax.Array  # Σ T_i κ_i(c + a)
+    alpha: jax.Array  # per segment κ_i''(c)/2, (2, n, S)
+    gamma: jax.Array  # per segment μ₄,i(c)/24, (2, n, S)
+    w: jax.Array  # per segment and split point, tilted mass left of it, (2, n, S, K)
+    log_v: jax.Array  # per segment and split point, log of its TV term, (2, n, S, K)
+    t: jax.Array  # (1, n, S)
+    u: jax.Array  # the nodes u_k = k·h, (2, n, N_u)
+    check: jax.Array = None  # per segment bound on |M_i(c+iu)|/M_i(c) at _check_points, (2, n, S, P+1)
+    log_env: jax.Array = None  # log of the bound on |M|^T/M(c)^T at the nodes, (2, n, N_u)
+    log_tail: jax.Array = None  # log ∫_H^∞ (that bound) du/u², (2, n)
+
+
+# ------------------------------------------------------------------------ real statistics
+
+
+def _stats(q, s, t, c, nx, per_segment: bool = False):
+    """Σ_i T_i κ_i, Σ T_i κ_i', Σ T_i κ_i'' at real c, and per segment the envelope data.
+
+    ``q, s, t``: ``(n, S)``; ``c``: ``(2, n)`` or ``(2, n, m)`` (directions first). The
+    envelope data (see :func:`_log_envelope`) are per segment: α = κ''/2 and γ = μ₄/24
+    ``(..., S)``, and the split bounds' w and log v ``(..., S, K)``.
+    """
+    extra = c.ndim - 2
+    seg = lambda v: v.reshape((1, v.shape[0]) + (1,) * extra + (v.shape[1],))
+    qq, ss, tt = seg(q), seg(s), seg(t)
+    d = _DIRS.reshape((2,) + (1,) * (c.ndim))
+    kap, k1, k2, k4, w, log_v = cm.real_stats(qq, ss, c[..., None], d, nx)
+    envelope = (0.5 * k2, k4 / 24.0, w, log_v)
+    out = (tt * kap).sum(-1), (tt * k1).sum(-1), (tt * k2).sum(-1), envelope
+    return out + (kap,) if per_segment else out
+
+
+def _curvature(k2, c):
+    return k2 + 1.0 / c**2 + 1.0 / (c + 1.0) ** 2
+
+
+def _log_c_search(residual, shape, dtype):
+    """Safeguarded Newton on an increasing ``residual(c) -> (f, df/dlog c)``, in log c."""
+    lo = jnp.full(shape, _LOG_C[0], dtype)
+    hi = jnp.full(shape, _LOG_C[1], dtype)
+
+    def body(_, carry):
+        y, lo, hi = carry
+        f, fp = residual(jnp.exp(y))
+        lo = jnp.where(f < 0, y, lo)
+        hi = jnp.where(f < 0, hi, y)
+        y_new = y - f / jnp.where(fp > 0, fp, 1.0)
+        inside = (y_new > lo) & (y_new < hi) & (fp > 0)
+        return jnp.where(inside, y_new, 0.5 * (lo + hi)), lo, hi
+
+    y0 = jnp.zeros(shape, dtype)
+    y, _, _ = jax.lax.fori_loop(0, _SEARCH_ITERATIONS, body, (y0, lo, hi))
+    return jnp.exp(y)
+
+
+def _saddle(q, s, t, eps):
+    """c of the saddle point of φ at ε ``(n,)``, per direction ``(2, n)``."""
+
+    def residual(c):
+        _, k1, k2, _ = _stats(q, s, t, c, _NX_SEARCH)
+        return k1 - eps - 1.0 / c - 1.0 / (c + 1.0), c * _curvature(k2, c)
+
+    return _log_c_search(residual, (2,) + eps.shape, q.dtype)
+
+
+def _laplace_centre(q, s, t, log_delta):
+    """c where the Laplace approximation of δ equals δ, and the ε it is the saddle of."""
+
+    def centre(c):
+        kap, k1, k2, _ = _stats(q, s, t, c, _NX_SEARCH)
+        eps = k1 - 1.0 / c - 1.0 / (c + 1.0)
+        phi2 = _curvature(k2, c)
+        log_d = kap - c * eps - jnp.log(c * (c + 1.0)) - 0.5 * jnp.log(2.0 * jnp.pi * phi2)
+        return log_d, eps, phi2
+
+    def residual(c):
+        log_d, _, phi2 = centre(c)
+        return log_delta - log_d, c**2 * phi2  # log δ_L decreases with c
+
+    c = _log_c_search(residual, (2,) + log_delta.shape, q.dtype)
+    return c, jnp.maximum(centre(c)[1], 0.0)
+
+
+# ------------------------------------------------------------------------------ the line
+
+
+def _line(q, s, t, c, eps, nx, nu):
+    """The moments on the line Re z = c ``(2, n)`` and the bounds' ingredients, centred at ε."""
     sg = jax.lax.stop_gradient
-    q, s, t, eps = sg(q), sg(s), sg(t), sg(eps)
-
-    def fprime(c):
-        cc = jnp.broadcast_to(c, q.shape)
-        _, k1, _, _ = cm.real_stats(q, s, cc, direction, nx)
-        return jnp.sum(t * k1) - eps - 1.0 / c - 1.0 / (c + 1.0)
-
-    def body(_, lohi):
-        lo, hi = lohi
-        mid = 0.5 * (lo + hi)
-        up = fprime(jnp.exp(mid)) > 0
-        return jnp.where(up, lo, mid), jnp.where(up, mid, hi)
-
-    lo, hi = jax.lax.fori_loop(0, 40, body, (jnp.log(1e-6), jnp.log(300.0)))
-    return jnp.exp(0.5 * (lo + hi))
-
-
-def _line(q, s, t, eps_centre, direction, nx, nu):
-    """Moments on the line centred for ε = eps_centre: everything the δ(ε) bound needs."""
-    sg = jax.lax.stop_gradient
-    c = _saddle(q, s, t, eps_centre, direction, nx)
-    cs = jnp.broadcast_to(c, q.shape)
-    kap, _, k2, log_tv = cm.real_stats(sg(q), sg(s), cs, direction, nx)
-    phi2 = jnp.sum(t * k2) + 1.0 / c**2 + 1.0 / (c + 1.0) ** 2
-    w = 1.0 / jnp.sqrt(phi2)
-    h0 = jnp.minimum(jnp.pi * w * jnp.sqrt(2.0 / _E), 2.0 * jnp.pi * 0.9 * c / _E)
-    h = sg(jnp.maximum(h0, 2.0 * w * jnp.sqrt(2.0 * _E) / nu))
+    qs, ss, ts = sg(q), sg(s), sg(t)
+    kap, _, k2, (alpha, gamma, w_split, log_v), kap_seg = _stats(qs, ss, ts, c, nx, per_segment=True)
+    w = 1.0 / jnp.sqrt(_curvature(k2, c))
+    # the bigger tiers spend part of their nodes on a finer step (a smaller discretisation
+    # bound near the pole) and part on a longer line
+    refine = (TIERS[0][1] / nu) ** 0.125
+    h0 = refine * jnp.minimum(jnp.pi * w * np.sqrt(2.0 / _E), 2.0 * jnp.pi * 0.9 * c / _E)
+    h = jnp.maximum(h0, _COVER * w * np.sqrt(2.0 * _E) / nu)
     # strip half-width a: the best of a few candidates for the discretisation bound
-    cands = []
-    for frac in (0.9, 0.6, 0.4, 0.25, 0.15, 0.08, 0.04, 0.02):
-        ac = frac * c
-        km, _, _, _ = cm.real_stats(sg(q), sg(s), cs - ac, direction, nx)
-        kp, _, _, _ = cm.real_stats(sg(q), sg(s), cs + ac, direction, nx)
-        km, kp = jnp.sum(t * km), jnp.sum(t * kp)
-        score = (jnp.maximum(km - (c - ac) * eps_centre, kp - (c + ac) * eps_centre)
-                 - 2.0 * jnp.pi * ac / h)
-        cands.append((score, ac, km, kp))
-    best = cands[0]
-    for cand in cands[1:]:
-        better = cand[0] < best[0]
-        best = tuple(jnp.where(better, x, y) for x, y in zip(cand, best))
-    _, a, kap_m, kap_p = best
-    u = h * jnp.arange(nu, dtype=c.dtype)
-    uu = jnp.broadcast_to(u, q.shape + (nu,))
-    log_m, eta = cm.log_moment_line(q, s, cs, uu, direction, nx)
-    log_mt = jnp.sum(t[:, None] * log_m, axis=0)
-    eta_t = jnp.sum(t[:, None] * jnp.log1p(eta), axis=0)  # log of (1+η)^T
-    abs_logm = jnp.sum(t[:, None] * jnp.abs(log_m), axis=0)
-    return dict(c=c, h=h, a=a, u=u, log_mt=log_mt, eta_t=eta_t, abs_logm=abs_logm,
-                kap=jnp.sum(t * kap), kap_m=kap_m, kap_p=kap_p,
-                log_u=sg(log_tv - kap), t=t)
+    ac = c[..., None] * jnp.asarray(_STRIP, c.dtype)
+    kaps, _, _, _ = _stats(qs, ss, ts, jnp.concatenate([c[..., None] - ac, c[..., None] + ac], -1),
+                           nx)
+    km, kp = kaps[..., : len(_STRIP)], kaps[..., len(_STRIP):]
+    e = eps[..., None]
+    score = jnp.maximum(km - (c[..., None] - ac) * e, kp - (c[..., None] + ac) * e)
+    score = score - 2.0 * jnp.pi * ac / h[..., None]
+    best = jnp.argmin(score, axis=-1)[..., None]
+    pick = lambda v: jnp.take_along_axis(v, best, axis=-1)[..., 0]
+    u = h[..., None] * jnp.arange(nu, dtype=c.dtype)
+    d = _DIRS.reshape(2, 1, 1)
+    log_m, eta = cm.log_moment_line(q[None], s[None], c[..., None], d, u[:, :, None, :], nx)
+    tt = t[None, :, :, None]
+    line = _Line(
+        c=c, h=h, a=pick(ac), log_mt=jnp.sum(tt * log_m, axis=2),
+        eta_t=jnp.sum(tt * jnp.log1p(eta), axis=2), abs_logm=jnp.sum(tt * jnp.abs(log_m), axis=2),
+        kap=kap, kap_m=pick(km), kap_p=pick(kp), alpha=alpha, gamma=gamma, w=w_split, log_v=log_v, t=t[None], u=u,
+    )
+    # bounds on |M_i(c+iu)|/M_i(c) at check points beyond H: computed value·(1 + η)
+    uc = (h * nu)[..., None] * jnp.asarray(_TAIL_RATIO ** np.arange(_CHECK_PIECES + 1), h.dtype)
+    log_mc, eta_c = cm.log_moment_line(qs[None], ss[None], c[..., None], d, uc[:, :, None, :], nx)
+    check = jnp.where(eta_c < 1.0, jnp.exp(jnp.real(log_mc) - kap_seg[..., None]) * (1.0 + eta_c),
+                      1.0)
+    line = line._replace(check=sg(jnp.minimum(check, 1.0)))
+    sgl = jax.tree_util.tree_map(sg, line)
+    return line._replace(log_env=_log_envelope(sgl, sgl.u), log_tail=_log_tail(sgl))
 
 
-def _log_delta_on_line(line, eps):
-    """(log δ_up, relative error bound) on a precomputed line, at ε."""
-    c, h, a, u = line["c"], line["h"], line["a"], line["u"]
+def _quartic(a, g, u):
+    """1 − αu² + γu⁴: bounds |E e^{iuL̃}| where αu² ≤ 1 (see :func:`_log_envelope`)."""
+    return 1.0 - a * u**2 + g * u**4
+
+
+def _split_bound(line: _Line, u):
+    """min over split points k of w_k + v_k/u, per segment; ``u``: ``(2, n, m, 1)``."""
+    v = jnp.exp(jnp.minimum(line.log_v[:, :, None], 700.0))
+    return jnp.min(line.w[:, :, None] + v / u[..., None], axis=-1)
+
+
+def _log_envelope(line: _Line, u):
+    """log of a bound on |M(c+iu)|^T / M(c)^T at u ``(2, n, m)``.
+
+    Per segment |M_i(c+iu)|/M_i(c) = |E e^{iuL̃}| for the tilted, centred loss L̃, which is at
+    most 1; at most w_k + v_k/u for every split point k (:func:`jaxrdp._complex_moments.real_stats`:
+    the mass left of x_k, and one integration by parts right of it); and, where α u² ≤ 1, at
+    most 1 − α u² + γ u⁴ (|e^{ix} − 1 − ix + x²/2| ≤ x⁴/24, α = κ''/2, γ = μ₄/24).
+    """
+    uu = u[..., None]
+    a, g, t = (v[:, :, None, :] for v in (line.alpha, line.gamma, line.t))
+    taylor = jnp.where(a * uu**2 <= 1.0, _quartic(a, g, uu), 1.0)
+    log_b = jnp.log(jnp.maximum(jnp.minimum(taylor, _split_bound(line, uu)), 1e-300))
+    return jnp.sum(t * jnp.minimum(log_b, 0.0), axis=-1)
+
+
+def _log_split_tail(line: _Line, start):
+    """log of min over segments j and split points k of ∫_start^∞ (w + v/u)^{T_j} du/u².
+
+    With s = 1/u the integral is [(w + v/start)^{T+1} − w^{T+1}] / ((T+1) v). ``start``:
+    ``(2, n)``; the result ``(2, n)``.
+    """
+    t = line.t[..., None]
+    w, log_v = line.w, line.log_v
+    log_x = jnp.log(start)[..., None, None]
+    log_top = jnp.logaddexp(jnp.log(w), log_v - log_x)  # log(w + v/x)
+    log_w = jnp.where(w > 0, jnp.log(jnp.where(w > 0, w, 1.0)), -jnp.inf)
+    diff = -jnp.expm1((t + 1.0) * (log_w - log_top))
+    log_int = ((t + 1.0) * log_top + jnp.log(jnp.maximum(diff, 1e-300)) - jnp.log(t + 1.0)
+               - log_v)
+    log_int = jnp.where(line.t[..., None] > 0, log_int, -log_x)  # unsampled: ∫ du/u²
+    return jnp.minimum(jnp.min(log_int, axis=(-2, -1)), -log_x[..., 0, 0])
+
+
+def _log_pieces(line: _Line, start, check=None):
+    """log of ∫_start^∞ (bound of |M|^T/M(c)^T)(u) du/u² ``(2, n)``, piece by piece.
+
+    On a geometric grid start = u_0 < … < u_P the bound of :func:`_log_envelope` is bounded on
+    each piece [u_i, u_{i+1}] by its value at the ends (the split terms w + v/u fall; the
+    quartic 1 − αu² + γu⁴ falls then rises, and holds on the whole piece if α u_{i+1}² ≤ 1),
+    so the piece contributes at most that bound times 1/u_i − 1/u_{i+1}; beyond u_P the
+    closed form of :func:`_log_split_tail`. With ``check`` (the computed bounds at
+    start·ratio^i, see :class:`_Line`), the first pieces also use those and a Lipschitz bound.
+    """
+    grid = start[..., None] * jnp.asarray(_TAIL_RATIO ** np.arange(_TAIL_PIECES + 1), start.dtype)
+    lo, hi = grid[..., :-1, None], grid[..., 1:, None]
+    a, g, t = (v[:, :, None, :] for v in (line.alpha, line.gamma, line.t))
+    q_max = jnp.where(a * hi**2 <= 1.0, jnp.maximum(_quartic(a, g, lo), _quartic(a, g, hi)), 1.0)
+    bound = jnp.minimum(jnp.minimum(q_max, _split_bound(line, lo)), 1.0)
+    if check is not None:
+        # |φ(u) − φ(u')| ≤ |u − u'|·E|L̃| ≤ |u − u'|·√(2α): each point of a piece is within
+        # half its width of an end
+        p = _CHECK_PIECES
+        near = (jnp.maximum(check[..., :p], check[..., 1:]).swapaxes(-1, -2)
+                + jnp.sqrt(2.0 * a) * 0.5 * (hi[..., :p, :] - lo[..., :p, :]))
+        bound = bound.at[..., :p, :].set(jnp.minimum(bound[..., :p, :], near))
+    log_b = jnp.log(jnp.maximum(bound, 1e-300))
+    log_pieces = jnp.sum(t * log_b, axis=-1) + jnp.log(1.0 / grid[..., :-1] - 1.0 / grid[..., 1:])
+    rest = _log_split_tail(line, grid[..., -1])
+    return jax.scipy.special.logsumexp(jnp.concatenate([log_pieces, rest[..., None]], -1), -1)
+
+
+def _log_tail(line: _Line):
+    """log of ∫_H^∞ (bound of |M|^T/M(c)^T)(u) du/u², H = N_u·h: the truncated line. ``(2, n)``.
+
+    The smaller of two bounds: :func:`_log_pieces` from H; and, on [H, u₁] where every
+    segment's quartic bound is ≤ e^{−α_i u²/2}, e^{−AH²/2}/(A H³) (A = Σ T_i α_i) plus
+    :func:`_log_pieces` from max(H, u₁).
+    """
+    t, a, g = line.t, line.alpha, line.gamma
+    big_h = line.h * line.u.shape[-1]
+    safe_a = jnp.where(a > 0, a, 1.0)
+    v = jnp.where(a > 0, jnp.minimum(jnp.sqrt(safe_a / (2.0 * jnp.maximum(g, 1e-300))),
+                                     1.0 / jnp.sqrt(safe_a)), 0.0)
+    u1 = jnp.min(jnp.where(t > 0, v, jnp.inf), axis=-1)
+    u1 = jnp.where(jnp.isfinite(u1), u1, 0.0)
+    big_a = jnp.sum(t * a, axis=-1)
+    log_first = jnp.where(
+        big_h < u1,
+        -0.5 * big_a * big_h**2 - jnp.log(jnp.maximum(big_a, 1e-300)) - 3.0 * jnp.log(big_h),
+        -jnp.inf)
+    composite = jnp.logaddexp(log_first, _log_pieces(line, jnp.maximum(big_h, u1)))
+    return jnp.minimum(composite, _log_pieces(line, big_h, line.check))
+
+
+def _log_delta(line: _Line, eps):
+    """Bounded log δ_up, its relative error bound and d log(estimate)/dε at ε ``(2, n, m)``."""
+    ex = lambda v: v[..., None, None]
+    c, h, u = ex(line.c), ex(line.h), line.u[:, :, None, :]
     z = c + 1j * u
-    log_f = line["log_mt"] - z * eps - jnp.log(z) - jnp.log(z + 1.0)
-    p = jnp.real(log_f[0])
-    f = jnp.exp(log_f - p)
-    wts = jnp.where(jnp.arange(u.shape[0]) == 0, 1.0, 2.0) * h / (2.0 * jnp.pi)
-    est = jnp.sum(wts * jnp.real(f))
-    absf = jnp.abs(f)
-    mom = jnp.sum(wts * jnp.exp(jnp.minimum(jnp.log(absf + 1e-300)
-                                         + jnp.log(jnp.expm1(line["eta_t"]) + 1e-300), 700.0)))
-    rnd = 8.0 * cm._EPS * jnp.sum(wts * absf * (line["abs_logm"] + jnp.abs(z) * eps + 10.0))
+    e = eps[..., None]
+    log_f = line.log_mt[:, :, None, :] - z * e - jnp.log(z) - jnp.log(z + 1.0)
+    p = jnp.real(log_f[..., 0])
+    f = jnp.exp(log_f - p[..., None])
+    wts = jnp.where(jnp.arange(u.shape[-1]) == 0, 1.0, 2.0) * h / (2.0 * jnp.pi)
+    absf = jnp.abs(jax.lax.stop_gradient(f))  # the error terms carry no derivative
+    # per node: the moments' error |f|·((1+η)^T − 1), or drop the node and bound the true
+    # value by the envelope; whichever is smaller (both sound)
+    kept = absf * jnp.expm1(jnp.minimum(line.eta_t[:, :, None, :], 700.0))
+    log_env = (line.kap[..., None, None] + line.log_env[:, :, None, :] - jnp.real(z) * e
+               - jnp.log(jnp.abs(z)) - jnp.log(jnp.abs(z + 1.0)) - p[..., None])
+    dropped = jnp.exp(jnp.minimum(log_env, 700.0))
+    drop = dropped < kept
+    est = jnp.sum(wts * jnp.where(drop, 0.0, jnp.real(f)), axis=-1)
+    slope = -jnp.sum(wts * jnp.where(drop, 0.0, jnp.real(z * f)), axis=-1) / est
+    mom = jnp.sum(wts * jnp.minimum(kept, dropped), axis=-1)
+    rnd = 8.0 * cm._EPS * jnp.sum(
+        wts * absf * (line.abs_logm[:, :, None, :] + jnp.abs(z) * e + 10.0), axis=-1)
     # discretisation
+    cc, a = line.c[..., None], line.a[..., None]
     log_j = lambda cp, kp: kp - cp * eps - jnp.log(2.0 * cp)
-    log_disc = (jnp.log(2.0) + jnp.maximum(log_j(c - a, line["kap_m"]), log_j(c + a, line["kap_p"]))
-                - jnp.log(jnp.expm1(jnp.minimum(2.0 * jnp.pi * a / h, 700.0))))
-    # truncation at H
-    big_h = h * u.shape[0]
-    t = line["t"]
-    log_uu = line["log_u"]
-    uu = jnp.exp(jnp.minimum(log_uu, 700.0))
-    beyond = t * (log_uu - jnp.log(big_h)) - jnp.log(big_h) - jnp.log(t + 1.0)
-    inside = jnp.log(jnp.maximum(1.0 / big_h - 1.0 / uu + 1.0 / ((t + 1.0) * uu), 1e-300))
-    log_jt = jnp.min(jnp.where(big_h >= uu, beyond, inside))
-    log_trunc = line["kap"] - c * eps - jnp.log(jnp.pi) + log_jt
-    err = mom + rnd + jnp.exp(jnp.minimum(log_disc - p, 700.0)) + jnp.exp(
-        jnp.minimum(log_trunc - p, 700.0))
-    up = est + err
-    log_up = p + jnp.log(jnp.maximum(up, 1e-300))
-    rel = err / jnp.maximum(est, 1e-300)
-    return log_up, jnp.where(est > 0, rel, jnp.inf)
+    log_disc = (jnp.log(2.0) + jnp.maximum(log_j(cc - a, line.kap_m[..., None]),
+                                           log_j(cc + a, line.kap_p[..., None]))
+                - jnp.log(jnp.expm1(jnp.minimum(2.0 * jnp.pi * a / line.h[..., None], 700.0))))
+    # truncation at H (both half-lines, 1/2π)
+    log_trunc = line.kap[..., None] - cc * eps - jnp.log(jnp.pi) + line.log_tail[..., None]
+    err = (mom + rnd + jnp.exp(jnp.minimum(log_disc - p, 700.0))
+           + jnp.exp(jnp.minimum(log_trunc - p, 700.0)))
+    # the error bound is a constant for derivatives (absolute, not relative to e^p)
+    err_abs = jax.lax.stop_gradient(p + jnp.log(jnp.maximum(err, 1e-300)))
+    log_up = p + jnp.log(jnp.maximum(est + jnp.exp(jnp.minimum(err_abs - p, 700.0)), 1e-300))
+    rel = jnp.where(est > 0, err / jnp.maximum(est, 1e-300), jnp.inf)
+    return log_up, rel, slope
 
 
-def _delta_cell(q, s, t, eps, nx, nu):
-    out = []
-    for direction in ("remove", "add"):
-        line = _line(q, s, t, eps, direction, nx, nu)
-        out.append(_log_delta_on_line(line, eps))
-    (lr, rr), (la, ra) = out
-    # add direction: L ≤ −Σ T log(1−q) surely, so δ_add = 0 beyond it (exact).
-    lmax = -jnp.sum(t * jnp.log1p(-jnp.minimum(q, 1.0 - 1e-300)))
-    zero_add = eps >= jnp.where(jnp.all(q < 1.0), lmax, jnp.inf)
-    la = jnp.where(zero_add, -jnp.inf, la)
-    ra = jnp.where(zero_add, 0.0, ra)
-    return lr, la, jnp.maximum(rr, ra)
+def _rel_of_max(log_up, rel):
+    """Relative error bound of max over directions (axis 0) of the bounded δ.
+
+    |max(a + e_a, b + e_b) − max(a, b)| ≤ max(e_a, e_b), and err = up·rel/(1 + rel).
+    """
+    finite = rel < jnp.inf
+    log_err = log_up + jnp.log(jnp.where(finite, rel / (1.0 + rel), 1.0))  # err ≤ up always
+    log_est = jnp.where(finite, log_up - jnp.log1p(jnp.where(finite, rel, 0.0)), -jnp.inf)
+    out = jnp.exp(jnp.max(log_err, axis=0) - jnp.max(log_est, axis=0))
+    return jnp.where(jnp.max(log_up, axis=0) == -jnp.inf, 0.0, out)
 
 
-def _eps_cell(q, s, t, log_delta, eps_rdp, nx, nu):
+def _add_loss_max(q, t):
+    """add direction: L ≤ −Σ T log(1−q) surely ``(n,)``, so δ_add(ε) = 0 beyond it (exact)."""
+    lmax = -jnp.sum(t * jnp.log1p(-jnp.minimum(q, 1.0 - 1e-16)), axis=-1)
+    return jnp.where(jnp.all(q < 1.0, axis=-1), lmax, jnp.inf)
+
+
+def _dummies(q, s, t):
+    """Segments without sampling contribute M = 1: give them safe inputs and no weight."""
+    sampled = (q > 0) & (t > 0)
+    return jnp.where(sampled, q, 0.5), jnp.where(sampled, s, 1.0), jnp.where(sampled, t, 0.0)
+
+
+# ---------------------------------------------------------------------------- the cores
+
+
+@functools.partial(jax.jit, static_argnames=("nx", "nu"))
+def _delta_chunk(q, s, t, eps, nx, nu):
+    """Bounded (log δ_remove, log δ_add, relative error) of runs ``(n, S)`` at ε ``(n,)``."""
+    q, s, t = _dummies(q, s, t)
+    active = (jnp.sum(t, axis=-1) > 0) & (eps < jnp.inf)
+    t = jnp.where(active[:, None], t, 1.0)
+    q = jnp.where(active[:, None], q, 0.5)
+    e = jnp.where(active, eps, 1.0)
+    c = _saddle(*(jax.lax.stop_gradient(v) for v in (q, s, t, e)))
+    line = _line(q, s, t, c, jnp.broadcast_to(e, c.shape), nx, nu)
+    log_up, rel, _ = _log_delta(line, jnp.broadcast_to(e[:, None], (2,) + e.shape + (1,)))
+    log_up, rel = log_up[..., 0], rel[..., 0]
+    impossible = e >= _add_loss_max(q, t)
+    la = jnp.where(impossible, -jnp.inf, log_up[1])
+    rel = _rel_of_max(jnp.stack([log_up[0], la]),
+                      jnp.stack([rel[0], jnp.where(impossible, 0.0, rel[1])]))
+    lr = jnp.where(active, log_up[0], -jnp.inf)
+    la = jnp.where(active, la, -jnp.inf)
+    return lr, la, jnp.where(active, rel, 0.0)
+
+
+@functools.partial(jax.jit, static_argnames=("nx", "nu"))
+def _epsilon_chunk(q, s, t, log_delta, eps_rdp, nx, nu):
+    """Verified profile ε and its relative error bound for runs ``(n, S)`` at δ ``(n,)``."""
     sg = jax.lax.stop_gradient
-    hi = sg(eps_rdp)
-    centre = 0.88 * hi
-    for _ in range(2):
-        lines = [_line(q, s, t, centre, d, nx, nu) for d in ("remove", "add")]
+    eps_rdp, log_delta = sg(eps_rdp), sg(log_delta)  # ε's derivative: implicit, below
+    q, s, t = _dummies(q, s, t)
+    active = (jnp.sum(t, axis=-1) > 0) & jnp.isfinite(eps_rdp) & (eps_rdp > 0)
+    t = jnp.where(active[:, None], t, 1.0)
+    q = jnp.where(active[:, None], q, 0.5)
+    hi0 = jnp.where(active, eps_rdp, 1.0)
+    c, centre = _laplace_centre(*(sg(v) for v in (q, s, t, log_delta)))
+    centre = jnp.minimum(centre, hi0[None])
+    line = _line(q, s, t, c, centre, nx, nu)
+    lmax = _add_loss_max(sg(q), sg(t))
 
-        def ok(e):
-            lr = _log_delta_on_line(lines[0], e)[0]
-            la = _log_delta_on_line(lines[1], e)[0]
-            return jnp.maximum(lr, la) <= log_delta
+    def excess(e):  # (2, n) → bounded log δ − log δ target, per direction
+        log_up, rel, slope = _log_delta(sg_line, e[..., None])
+        return log_up[..., 0] - log_delta, rel[..., 0], slope[..., 0]
 
-        def body(_, lohi):
-            lo, hi_ = lohi
-            mid = 0.5 * (lo + hi_)
-            good = ok(mid)
-            return jnp.where(good, lo, mid), jnp.where(good, mid, hi_)
+    sg_line = jax.tree_util.tree_map(sg, line)
 
-        _, hi = jax.lax.fori_loop(0, 50, body, (jnp.zeros_like(hi), hi))
-        hi = sg(hi)
-        centre = hi
-    rel = jnp.maximum(_log_delta_on_line(lines[0], hi)[1], _log_delta_on_line(lines[1], hi)[1])
-    # implicit-function gradient: value unchanged, d/dθ = −∂logδ/∂θ / ∂logδ/∂ε
-    ld = lambda e: jnp.maximum(_log_delta_on_line(lines[0], e)[0], _log_delta_on_line(lines[1], e)[0])
-    d0 = ld(hi)
-    slope = sg((ld(hi * (1 + 1e-6) + 1e-9) - d0) / (hi * 1e-6 + 1e-9))
-    corr = (d0 - sg(d0)) / jnp.where(slope < 0, slope, -1.0)
-    return hi - corr, rel
+    def body(_, carry):
+        e, lo, hi = carry
+        f, _, slope = excess(e)
+        f = jnp.where((e >= lmax) & (_DIRS[:, None] < 0), -1.0, f)
+        lo = jnp.where(f > 0, e, lo)
+        hi = jnp.where(f > 0, hi, e)
+        step = jnp.where(slope < 0, f / slope, jnp.nan)
+        e_new = e - step
+        inside = (e_new >= lo) & (e_new <= hi)
+        return jnp.where(inside, e_new, 0.5 * (lo + hi)), lo, hi
+
+    hi = jnp.broadcast_to(1.5 * hi0 + 1.0, centre.shape)
+    e, _, _ = jax.lax.fori_loop(0, _NEWTON_ITERATIONS, body,
+                                (centre, jnp.zeros_like(centre), hi))
+    base = sg(jnp.max(e, axis=0))  # (n,)
+    nudge = jnp.asarray(_NUDGE, base.dtype)
+    cands = base[:, None] * (1.0 + nudge) + jnp.where(nudge > 0, 1e-300, 0.0)
+    log_up, rel, slope = _log_delta(sg_line, jnp.broadcast_to(cands, (2,) + cands.shape))
+    add_zero = cands >= lmax[:, None]
+    log_up = log_up.at[1].set(jnp.where(add_zero, -jnp.inf, log_up[1]))
+    rel = rel.at[1].set(jnp.where(add_zero, 0.0, rel[1]))
+    ok = jnp.all(log_up <= log_delta[None, :, None], axis=0)  # (n, m)
+    first = jnp.argmax(ok, axis=-1)
+    found = jnp.any(ok, axis=-1)
+    pick = lambda v: jnp.take_along_axis(v, first[:, None], axis=-1)[:, 0]
+    eps_out = jnp.where(found, pick(cands), jnp.inf)
+    # relative error of ε: the true ε is at least the root of some direction's lower bound
+    # (estimate − error); linearised in log δ at the returned point
+    pick2 = lambda v: jnp.take_along_axis(v, first[None, :, None], axis=-1)[..., 0]
+    rel_c, up_c, slope_c = pick2(rel), pick2(log_up), pick2(slope)
+    log_lower = up_c + jnp.log(jnp.maximum((1.0 - rel_c) / (1.0 + rel_c), 1e-300))
+    gap = (log_delta[None] - log_lower) / jnp.maximum(-slope_c, 1e-300)
+    rel_e = jnp.min(jnp.where(rel_c < 1.0, gap, jnp.inf), axis=0) / jnp.maximum(eps_out, 1e-300)
+    dld = jnp.take_along_axis(slope_c, jnp.argmax(up_c, axis=0)[None], axis=0)[0]  # binding
+    # implicit-function gradient in q and σ (value unchanged)
+    e_fixed = sg(jnp.where(found, eps_out, 1.0))
+    # lanes without a verified ε (and moments that vanished) get a finite stand-in, so that
+    # their zero cotangent meets no 0·∞ on the way back
+    usable = (found & active)[None, :, None] & jnp.isfinite(line.log_mt)
+    line = line._replace(log_mt=jnp.where(usable, line.log_mt, -1e30))
+    ld = jnp.max(_log_delta(line, jnp.broadcast_to(e_fixed[None, :, None], (2,) + e_fixed.shape
+                                                     + (1,)))[0][..., 0], axis=0)
+    corr = (ld - sg(ld)) / jnp.where(dld < 0, sg(dld), -1.0)
+    eps_out = eps_out - jnp.where(found, corr, 0.0)
+    return (jnp.where(active, eps_out, jnp.inf), jnp.where(active & found, rel_e, jnp.inf))
+
+
+# --------------------------------------------------------------------- host-level driver
+
+
+def _chunk_size(n: int, per_run: int) -> int:
+    """Runs per compiled chunk: a power of two within the memory budget (at least 1).
+
+    Small calls are padded to at least 64 runs (or the budget), so that calls of different
+    small sizes share one compiled program per tier.
+    """
+    cap = 1 << int(np.log2(max(_CHUNK // per_run, 1)))
+    return min(cap, max(64, 1 << int(np.ceil(np.log2(max(n, 1))))))
+
+
+def _chunked(fn, args, nx: int, nu: int):
+    """``fn`` over runs in chunks of one padded size; numpy results of length n."""
+    n, segs = args[0].shape[0], args[0].shape[1]
+    size = _chunk_size(n, segs * nu * nx)
+    outs = []
+    for lo in range(0, n, size):
+        idx = np.minimum(np.arange(lo, lo + size), n - 1)  # pad with the last run
+        res = fn(*(a[idx] for a in args), nx, nu)
+        outs.append([np.asarray(r)[: min(size, n - lo)] for r in res])
+    return [np.concatenate(parts) for parts in zip(*outs)]
+
+
+def _escalate(fn, args, rank):
+    """Run every tier of :data:`TIERS` on the runs the previous tiers left above TOLERANCE.
+
+    ``fn(*args, nx, nu) -> (..., rel)``; ``rank(result) -> (n,)`` orders sound results (the
+    smaller is kept).
+    """
+    out = _chunked(fn, args, *TIERS[0])
+    for nx, nu in TIERS[1:]:
+        todo = np.nonzero(~(out[-1] <= TOLERANCE))[0]
+        if not todo.size:
+            break
+        new = _chunked(fn, [a[todo] for a in args], nx, nu)
+        better = rank(new) < rank([o[todo] for o in out])
+        for o, v in zip(out, new):
+            o[todo[better]] = v[better]
+    return out
 
 
 def _prepare(q, sigma, steps, target):
@@ -235,6 +569,7 @@ def _prepare(q, sigma, steps, target):
 
 
 def _flatten(q, sigma, steps, target, dtype):
+    """Runs ``(n, S)`` and targets ``(n,)``, with the batch shape to restore."""
     q, sigma, steps = (jnp.asarray(v, dtype) for v in (q, sigma, steps))
     target = jnp.asarray(target, dtype)
     seg = jnp.broadcast_shapes(q.shape, sigma.shape, steps.shape)
@@ -244,63 +579,21 @@ def _flatten(q, sigma, steps, target, dtype):
     full = shape + seg[-1:]
     flat = [jnp.broadcast_to(v if v.ndim else v[None], full).reshape(-1, seg[-1])
             for v in (q, sigma, steps)]
-    return flat, jnp.broadcast_to(target, shape).reshape(-1), shape, seg
+    return flat, jnp.broadcast_to(target, shape).reshape(-1), shape
 
 
-@functools.partial(jax.jit, static_argnames=("nx", "nu"))
-def _delta_core(q, s, t, eps, nx, nu):
-    active = (jnp.sum(t * (q > 0), axis=-1) > 0) & (eps < jnp.inf)
-    qs = jnp.where(q > 0, q, 0.5)
-    ts = jnp.where(q > 0, t, 0.0)
-    ts = jnp.where(active[:, None], ts, 1.0)
-    qs = jnp.where(active[:, None], qs, 0.5)
-    es = jnp.where(active, eps, 1.0)
-    cell = lambda args: _delta_cell(*args, nx, nu)
-    lr, la, rel = jax.lax.map(cell, (qs, s, ts, es), batch_size=_BATCH)
-    curve = conversions.compose_rdp(q, s, t)
-    d_rdp, _ = conversions.delta_from_rdp(curve, jnp.asarray(kernels.DEFAULT_ORDERS, q.dtype), eps)
-    lp = jnp.maximum(lr, la)
-    d_prof = jnp.exp(lp)
-    use_rdp = ~(d_prof < d_rdp)
-    d = jnp.where(use_rdp, d_rdp, jnp.maximum(d_prof, jnp.finfo(q.dtype).tiny))
-    status = jnp.where(use_rdp, RDP_FALLBACK, jnp.where(rel <= 1e-6, PROFILE_OK, PROFILE_LOOSE))
-    d = jnp.where(active, d, 0.0)
-    status = jnp.where(active, status, PROFILE_OK)
-    return ProfileDelta(d, jnp.exp(lr), jnp.exp(la), rel, d_rdp, status)
+def _tier(tier, concrete: bool):
+    if tier is None:
+        return None if concrete else TIERS[1]
+    _validate.check_choice("tier", tier, tuple(range(len(TIERS))))
+    return TIERS[tier]
 
 
-@functools.partial(jax.jit, static_argnames=("nx", "nu"))
-def _epsilon_core(q, s, t, dlt, nx, nu):
-    active = (jnp.sum(t * (q > 0), axis=-1) > 0) & (dlt < 1.0)
-    curve = conversions.compose_rdp(q, s, t)
-    e_rdp, _ = conversions.epsilon_from_rdp(curve, jnp.asarray(kernels.DEFAULT_ORDERS, q.dtype),
-                                            jnp.where(dlt > 0, dlt, 1e-300))
-    qs = jnp.where(q > 0, q, 0.5)
-    ts = jnp.where(q > 0, t, 0.0)
-    ts = jnp.where(active[:, None], ts, 1.0)
-    qs = jnp.where(active[:, None], qs, 0.5)
-    finite = jnp.isfinite(e_rdp) & (e_rdp > 0)
-    er = jnp.where(finite, e_rdp, 1.0)
-    ld = jnp.log(jnp.where(dlt > 0, dlt, 1e-300))
-    cell = lambda args: _eps_cell(*args, nx, nu)
-    e, rel = jax.lax.map(cell, (qs, s, ts, ld, er), batch_size=_BATCH)
-    use_rdp = ~(e < er) | ~finite
-    out = jnp.where(use_rdp, e_rdp, e)
-    status = jnp.where(use_rdp, RDP_FALLBACK, jnp.where(rel <= 1e-6, PROFILE_OK, PROFILE_LOOSE))
-    out = jnp.where(active, out, 0.0)
-    status = jnp.where(active, status, PROFILE_OK)
-    return ProfileEpsilon(out, e_rdp, status)
+def _status(use_rdp, rel):
+    return jnp.where(use_rdp, RDP_FALLBACK, jnp.where(rel <= TOLERANCE, PROFILE_OK, PROFILE_LOOSE))
 
 
-def epsilon_core(q, sigma, steps, delta):
-    """ε(δ) of single-segment runs for internal callers (no checks), flat ``(n,)`` arrays.
-
-    The calibrators of :mod:`jaxrdp.sweep` search over it (``accountant="profile"``).
-    """
-    return _epsilon_core(q[:, None], sigma[:, None], steps[:, None], delta, _NX, _NU).epsilon
-
-
-def delta_schedule(q, sigma, steps, epsilon, *, nx: int = _NX, nu: int = _NU) -> ProfileDelta:
+def delta_schedule(q, sigma, steps, epsilon, *, tier: int | None = None) -> ProfileDelta:
     """δ(ε) of a schedule of SGM segments composed (add-or-remove, tight).
 
     Args:
@@ -308,8 +601,8 @@ def delta_schedule(q, sigma, steps, epsilon, *, nx: int = _NX, nu: int = _NU) ->
       sigma: per-segment noise multipliers ``> 0``, broadcastable with ``q``.
       steps: per-segment integer step counts ``≥ 0``, broadcastable with ``q``.
       epsilon: ε ≥ 0, shape broadcastable with ``(...)``.
-      nx: static number of x-quadrature nodes of the complex moments.
-      nu: static number of nodes on the half-line of the inverse Laplace integral.
+      tier: index into :data:`TIERS` to run for every run; default: escalate tier by tier
+        where needed (concrete inputs) or tier 1 (under a transformation).
 
     Returns:
       :class:`ProfileDelta` of the broadcast batch shape.
@@ -318,13 +611,31 @@ def delta_schedule(q, sigma, steps, epsilon, *, nx: int = _NX, nu: int = _NU) ->
       ValueError: with concrete inputs, naming an invalid argument.
     """
     dtype, ctx = _prepare(q, sigma, steps, epsilon)
+    if _validate.is_concrete(epsilon):
+        _validate.check_range("epsilon", epsilon, low=0.0)
+    concrete = _validate.is_concrete(q, sigma, steps, epsilon)
+    nodes = _tier(tier, concrete)
     with ctx:
-        (qf, sf, tf), ef, shape, _ = _flatten(q, sigma, steps, epsilon, dtype)
-        res = _delta_core(qf, sf, tf, ef, nx, nu)
+        (qf, sf, tf), ef, shape = _flatten(q, sigma, steps, epsilon, dtype)
+        curve = conversions.compose_rdp(qf, sf, tf)
+        d_rdp, _ = conversions.delta_from_rdp(curve, kernels.DEFAULT_ORDERS, ef)
+        if nodes is None:
+            args = [np.asarray(v) for v in (qf, sf, tf, ef)]
+            lr, la, rel = (jnp.asarray(v) for v in _escalate(
+                _delta_chunk, args, lambda r: np.maximum(r[0], r[1])))
+        else:
+            lr, la, rel = _delta_chunk(qf, sf, tf, ef, *nodes)
+        none = jnp.all((qf == 0) | (tf == 0), axis=-1) | (ef == jnp.inf)
+        d_prof = jnp.exp(jnp.maximum(lr, la))
+        use_rdp = ~(d_prof < d_rdp) & ~none
+        tiny = jnp.finfo(dtype).tiny
+        d = jnp.where(none, 0.0, jnp.where(use_rdp, d_rdp, jnp.maximum(d_prof, tiny)))
+        res = ProfileDelta(d, jnp.exp(lr), jnp.exp(la), rel, d_rdp,
+                           jnp.where(none, PROFILE_OK, _status(use_rdp, rel)))
         return ProfileDelta(*(v.reshape(shape) for v in res))
 
 
-def epsilon_schedule(q, sigma, steps, delta, *, nx: int = _NX, nu: int = _NU) -> ProfileEpsilon:
+def epsilon_schedule(q, sigma, steps, delta, *, tier: int | None = None) -> ProfileEpsilon:
     """ε(δ) of a schedule of SGM segments composed (add-or-remove, tight).
 
     Args:
@@ -332,8 +643,8 @@ def epsilon_schedule(q, sigma, steps, delta, *, nx: int = _NX, nu: int = _NU) ->
       sigma: per-segment noise multipliers ``> 0``, broadcastable with ``q``.
       steps: per-segment integer step counts ``≥ 0``, broadcastable with ``q``.
       delta: target δ in ``[0, 1]``, shape broadcastable with ``(...)``.
-      nx: static number of x-quadrature nodes of the complex moments.
-      nu: static number of nodes on the half-line of the inverse Laplace integral.
+      tier: index into :data:`TIERS` to run for every run; default: escalate tier by tier
+        where needed (concrete inputs) or tier 1 (under a transformation).
 
     Returns:
       :class:`ProfileEpsilon` of the broadcast batch shape (``.epsilon`` verified: the
@@ -345,21 +656,50 @@ def epsilon_schedule(q, sigma, steps, delta, *, nx: int = _NX, nu: int = _NU) ->
     dtype, ctx = _prepare(q, sigma, steps, delta)
     if _validate.is_concrete(delta):
         _validate.check_range("delta", delta, low=0.0, high=1.0)
+    concrete = _validate.is_concrete(q, sigma, steps, delta)
+    nodes = _tier(tier, concrete)
     with ctx:
-        (qf, sf, tf), df, shape, _ = _flatten(q, sigma, steps, delta, dtype)
-        res = _epsilon_core(qf, sf, tf, df, nx, nu)
+        (qf, sf, tf), df, shape = _flatten(q, sigma, steps, delta, dtype)
+        curve = conversions.compose_rdp(qf, sf, tf)
+        e_rdp, _ = conversions.epsilon_from_rdp(curve, kernels.DEFAULT_ORDERS,
+                                                jnp.where(df > 0, df, 1e-300))
+        e_rdp = jnp.where(df > 0, e_rdp, jnp.inf)
+        ld = jnp.log(jnp.where(df > 0, df, 1e-300))
+        if nodes is None:
+            args = [np.asarray(v) for v in (qf, sf, tf, ld, e_rdp)]
+            e_prof, rel = (jnp.asarray(v) for v in _escalate(_epsilon_chunk, args,
+                                                             lambda r: r[0]))
+        else:
+            e_prof, rel = _epsilon_chunk(qf, sf, tf, ld, e_rdp, *nodes)
+        use_rdp = ~(e_prof < e_rdp)
+        res = ProfileEpsilon(jnp.where(use_rdp, e_rdp, e_prof), e_rdp, _status(use_rdp, rel))
         return ProfileEpsilon(*(v.reshape(shape) for v in res))
 
 
-def delta(q, sigma, steps, epsilon, **kw) -> ProfileDelta:
+def epsilon_core(q, sigma, steps, delta):
+    """ε(δ) of single-segment runs for internal callers (no checks), flat ``(n,)`` arrays.
+
+    Traceable (one tier, :data:`TIERS` ``[1]``): the calibrators of :mod:`jaxrdp.sweep`
+    search over it (``accountant="profile"``).
+    """
+    return epsilon_schedule(q[:, None], sigma[:, None], steps[:, None], delta, tier=1).epsilon
+
+
+def _segments(*args):
+    """Scalars or arrays → arrays with a trailing segment axis of length 1."""
+    return (v[..., None] for v in (a if isinstance(a, (jax.Array, jax.core.Tracer))
+                                   else np.asarray(a) for a in args))
+
+
+def delta(q, sigma, steps, epsilon, *, tier: int | None = None) -> ProfileDelta:
     """Tight δ(ε) of ``steps`` SGM steps; all four arguments broadcast (NumPy rules).
 
     Args:
       q: sampling rate in ``[0, 1]``.
       sigma: noise multiplier ``> 0``.
-      steps: integer number of steps ``≥ 0``.
+      steps: integer number of steps ``≥ 0`` (may be traced; it only enters arithmetically).
       epsilon: ε ≥ 0.
-      **kw: ``nx``, ``nu`` as in :func:`delta_schedule`.
+      tier: as in :func:`delta_schedule`.
 
     Returns:
       :class:`ProfileDelta` (``.delta`` is never below the true δ; see the module docstring).
@@ -367,20 +707,18 @@ def delta(q, sigma, steps, epsilon, **kw) -> ProfileDelta:
     Raises:
       ValueError: with concrete inputs, naming an invalid argument.
     """
-    q, sigma, steps = (np.asarray(v) if not isinstance(v, (jax.Array, jax.core.Tracer)) else v
-                       for v in (q, sigma, steps))
-    return delta_schedule(q[..., None], sigma[..., None], steps[..., None], epsilon, **kw)
+    return delta_schedule(*_segments(q, sigma, steps), epsilon, tier=tier)
 
 
-def epsilon(q, sigma, steps, delta, **kw) -> ProfileEpsilon:
+def epsilon(q, sigma, steps, delta, *, tier: int | None = None) -> ProfileEpsilon:
     """Tight ε(δ) of ``steps`` SGM steps; all four arguments broadcast (NumPy rules).
 
     Args:
       q: sampling rate in ``[0, 1]``.
       sigma: noise multiplier ``> 0``.
-      steps: integer number of steps ``≥ 0``.
+      steps: integer number of steps ``≥ 0`` (may be traced; it only enters arithmetically).
       delta: target δ in ``[0, 1]``.
-      **kw: ``nx``, ``nu`` as in :func:`delta_schedule`.
+      tier: as in :func:`epsilon_schedule`.
 
     Returns:
       :class:`ProfileEpsilon` (``.epsilon`` is never below the true ε).
@@ -388,6 +726,4 @@ def epsilon(q, sigma, steps, delta, **kw) -> ProfileEpsilon:
     Raises:
       ValueError: with concrete inputs, naming an invalid argument.
     """
-    q, sigma, steps = (np.asarray(v) if not isinstance(v, (jax.Array, jax.core.Tracer)) else v
-                       for v in (q, sigma, steps))
-    return epsilon_schedule(q[..., None], sigma[..., None], steps[..., None], delta, **kw)
+    return epsilon_schedule(*_segments(q, sigma, steps), delta, tier=tier)

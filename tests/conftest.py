@@ -13,6 +13,12 @@ from hypothesis import settings
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+# In-process calls of the command line (cli.main) would switch JAX's persistent compilation
+# cache on for the rest of the session, writing every later test's programs into the user's
+# cache directory (and JAX 0.10's cache writer has crashed the process on one of them). The
+# cache itself is tested in subprocesses (tests/test_cli.py), which drop this variable.
+os.environ.setdefault("JAXRDP_NO_COMPILATION_CACHE", "1")
+
 settings.register_profile("jaxrdp", deadline=None, max_examples=40, derandomize=True)
 settings.load_profile("jaxrdp")
 

@@ -141,6 +141,14 @@ def test_console_script_runs():
     )
     assert res.returncode == 0, res.stderr
     assert res.stdout.startswith("ε = ")
+    # The program ends itself after flushing: the status and the message still arrive.
+    res = subprocess.run(
+        [sys.executable, "-m", "jaxrdp", "epsilon", "--q", "1.5", "--sigma", "1.1", "--steps", "100",
+         "--delta", "1e-5"],
+        capture_output=True, text=True,
+    )
+    assert res.returncode == 2 and res.stdout == ""
+    assert res.stderr.startswith("jaxrdp epsilon: error:") and "q" in res.stderr
 
 
 def test_parse_range_forms():
@@ -152,7 +160,8 @@ def test_parse_range_forms():
 
 
 def _run_cli(env_updates, tmp_path):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("JAX_COMPILATION")}
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("JAX_COMPILATION", "JAX_ENABLE_COMPILATION"))}
     env.pop(cli.NO_CACHE_VARIABLE, None)
     env.update({"XDG_CACHE_HOME": str(tmp_path / "cache"), **env_updates})
     argv = [sys.executable, "-m", "jaxrdp", "rdp", "--q", "0.01", "--sigma", "1.1", "--json"]
@@ -175,3 +184,5 @@ def test_command_line_cache_respects_opt_out_and_jax_settings(tmp_path):
     _run_cli({"JAX_COMPILATION_CACHE_DIR": str(own)}, tmp_path)
     assert not (tmp_path / "cache" / "jaxrdp").exists()
     assert own.is_dir() and any(own.iterdir())
+    _run_cli({"JAX_ENABLE_COMPILATION_CACHE": "false"}, tmp_path)
+    assert not (tmp_path / "cache" / "jaxrdp").exists()

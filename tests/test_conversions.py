@@ -566,3 +566,40 @@ def test_monotonicity(q, sigma, steps, delta, factor):
     assert eps[3] <= eps[2] + tol  # non-increasing in σ
     assert eps[5] >= eps[4] - tol  # non-decreasing in steps
     assert eps[7] >= eps[6] - tol  # non-decreasing in q
+
+
+# ------------------------------------------------- one compiled program per single-run call
+
+SINGLE_RUNS = [(256 / 60000, 1.1, 3516, 1e-5), (0.01, 0.7, 10, 1e-8), (1e-4, 8.0, 10**6, 1e-3),
+               (0.3, 2.0, 1, 1e-6), (0.0, 1.0, 100, 1e-5), (0.01, 1.0, 0, 1e-5)]
+
+
+@pytest.mark.parametrize("q, sigma, steps, delta", SINGLE_RUNS)
+def test_single_run_is_bitwise_the_separate_steps(q, sigma, steps, delta):
+    # epsilon/delta run kernel, composition and conversion as one compiled program; the
+    # public steps run one by one must give the same bits.
+    total = np.asarray(jaxrdp.rdp(q, sigma, jaxrdp.DEFAULT_ORDERS)) * steps if steps else 0.0
+    total = total + np.zeros(len(jaxrdp.DEFAULT_ORDERS))
+    eps, order = conversions.epsilon(q, sigma, steps, delta)
+    ref_eps, ref_order = conversions.epsilon_from_rdp(total, jaxrdp.DEFAULT_ORDERS, delta)
+    assert float(eps) == float(ref_eps) and float(order) == float(ref_order)
+    target = max(float(eps), 0.5)
+    dlt, order = conversions.delta(q, sigma, steps, target)
+    ref_dlt, ref_order = conversions.delta_from_rdp(total, jaxrdp.DEFAULT_ORDERS, target)
+    assert float(dlt) == float(ref_dlt) and float(order) == float(ref_order)
+
+
+@pytest.mark.parametrize("q, sigma, steps, delta", SINGLE_RUNS)
+def test_epsilon_once_is_epsilon_to_the_kernels_accuracy(q, sigma, steps, delta):
+    # The command line's one-shot program (elementwise kernel, unoptimised on CPU).
+    eps, order = conversions.epsilon_once(q, sigma, steps, delta)
+    ref, ref_order = conversions.epsilon(q, sigma, steps, delta)
+    assert float(eps) == pytest.approx(float(ref), rel=1e-13, abs=0.0)
+    assert float(order) == float(ref_order)
+
+
+def test_epsilon_once_names_bad_arguments():
+    for args, name in [((1.5, 1.0, 10, 1e-5), "q"), ((0.1, -1.0, 10, 1e-5), "sigma"),
+                       ((0.1, 1.0, 2.5, 1e-5), "steps"), ((0.1, 1.0, 10, 2.0), "delta")]:
+        with pytest.raises(ValueError, match=name):
+            conversions.epsilon_once(*args)

@@ -1,0 +1,365 @@
+"""float32 version of the shared-order fast path of :mod:`jaxrdp._grid`.
+
+The float64 path sums terms whose logarithms are moderate numbers made of parts of several
+hundred nats (``k·log q`` against ``k(k−1)/2σ²``, ``−t²/2`` against ``(α − 1)·log(1 + x)``);
+in plain float32 each part carries an absolute error of ``ε₃₂`` times its size, i.e. a
+relative error of up to 1e-4 in ``A_α − 1``. Here the large parts are computed in
+double-float32 (:mod:`jaxrdp._doublefloat`) and combined before the one rounding to float32,
+so every term's log is exact to about one float32 ulp of *its distance to the shift*:
+
+* **integer orders** (Mironov–Talwar–Zhang 2019, Sec. 3.3, as in :mod:`jaxrdp._grid`): the
+  log-term ``log C(α,k) + log expm1(k(k−1)s²/2) + k·logit q + α·log(1 − q)`` has its
+  order-free part ``w_k = log expm1(k(k−1)s²/2) + k·logit q`` computed once per cell and
+  ``k`` in double-float, ``P = α·log(1 − q) − shift`` once per cell and order, the binomial
+  logs as double-float constants; per term, one exact TwoSum of the two large heads and
+  a handful of float32 additions, then one ``exp``.
+* **fractional orders up to** :data:`jaxrdp._grid.SHARED_MAX_ORDER` on the nodes of
+  :func:`jaxrdp._grid.shared_points` (same tiers): per node, the order-free
+  ``EL = log w + log φ(t) + Λ(t)``, ``Λ = log(1 + x)``, is computed in double-float; the
+  order-dependent ``(α − 1)·Λ`` is formed exactly enough by splitting ``α − 1`` (a
+  constant) and the head of ``Λ`` into 12-bit parts, whose product is exact. With
+  ``b = (α − 1)Λ`` and ``y = x/(1 + x)`` the term is ``e^{EL}·(expm1(b) − (α − 1)y)`` for
+  ``b ≤ 1`` and ``e^{EL + b}·(1 − e^{−b}(1 + (α − 1)y))`` beyond (no cancellation there).
+  Nodes with ``|x| ≤`` :data:`SERIES_RADIUS` use the binomial series through order-free
+  moments, as :func:`jaxrdp._grid._scaled_log_a_minus_one` does.
+
+Cells beyond the last tier (``1/σ > 3.4``) and orders outside both kinds use the float32
+elementwise quadrature (:mod:`jaxrdp._tilted32`). Derivatives (``jax.grad``, ``jax.jvp``)
+are those of the elementwise float32 quadrature, attached by :func:`jax.custom_jvp`: the
+double-float arithmetic here is not differentiable (it splits significands bitwise).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxrdp import _doublefloat as dd
+from jaxrdp import _grid, _logmath, _quadrature
+
+#: ``|x|`` up to which a node's ``g`` is summed as a series (the same for every shared
+#: order: ``0.5/SHARED_MAX_ORDER``). Beyond it ``expm1(b) − (α − 1)y`` loses at most a
+#: factor ``2/(α·|x|) ≤ 48`` to cancellation, i.e. a few 1e-6 on those nodes' terms.
+SERIES_RADIUS = 0.5 / _grid.SHARED_MAX_ORDER
+#: ``(largest 1/σ, panels, nodes per panel)`` of the float32 shared quadrature: the cover
+#: and limits of :data:`jaxrdp._grid.SHARED_TIERS`, fewer nodes. Checked against the float64
+#: elementwise quadrature over each tier's σ range, ``q`` from 1e-30 to 1 − 1e-7 and orders
+#: 1.01 … 11.99 (``tests/test_kernels.py``): at most 3.5e-6 relative in ``log A`` where
+#: ``A − 1 > e^−30`` and 1e-5 below (the float32 spacing of ``log(A − 1)`` near −80 is
+#: 7.6e-6), its float32 rounding included. With float64's 28 nodes per panel tier 0
+#: gives 2.1e-6 against 2.6e-6: what remains is mostly rounding, not quadrature error.
+SHARED_TIERS = ((1.3, 6, 12), (2.0, 6, 14), (3.4, 12, 12))
+_HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
+#: Integer orders whose ``k(k−1)s²/2`` at ``k = α`` exceeds this give ``+inf`` (sound: the
+#: true ``log A`` is then above ``1e36 − 88α``, which no accounting can use).
+_HUGE_EXPONENT = 1e36
+
+
+class _Cell(NamedTuple):
+    """Double-float quantities of a chunk of cells, each field of shape ``(C,)``."""
+
+    s: dd.DoubleFloat  # 1/σ
+    s2: dd.DoubleFloat  # 1/σ²
+    log_s: dd.DoubleFloat
+    log_q: dd.DoubleFloat
+    log1m_q: dd.DoubleFloat
+    logit_q: dd.DoubleFloat
+
+
+def _split_constant(values) -> tuple[np.ndarray, np.ndarray]:
+    """float64 constants as ``(hi, lo)`` float32 NumPy arrays, ``hi + lo`` to ~2⁻⁴⁸."""
+    v = np.asarray(values, np.float64)
+    hi = v.astype(np.float32)
+    return hi, (v - hi.astype(np.float64)).astype(np.float32)
+
+
+def _opaque(*arrays):
+    """float32 constants hidden from XLA's constant folding (see :func:`dd.full_like`)."""
+    return jax.lax.optimization_barrier(tuple(jnp.asarray(a, jnp.float32) for a in arrays))
+
+
+def _head(a):
+    """``a`` with its significand cut to 12 bits, so that products of two heads are exact."""
+    bits = jax.lax.bitcast_convert_type(a, jnp.uint32) & np.uint32(0xFFFFF000)
+    return jax.lax.bitcast_convert_type(bits, jnp.float32)
+
+
+def _twelve_bit(value: float) -> float:
+    """``value`` rounded to 12 significant bits (a Python float, exact in float32)."""
+    if value == 0.0:
+        return 0.0
+    exponent = math.frexp(value)[1]
+    return math.ldexp(round(math.ldexp(value, 12 - exponent)), exponent - 12)
+
+
+def _ex(a: dd.DoubleFloat) -> dd.DoubleFloat:
+    return dd.DoubleFloat(a.hi[:, None], a.lo[:, None])
+
+
+def _cell(q, sigma) -> _Cell:
+    one = dd.full_like(q, 1.0)
+    zero = jnp.zeros_like(q)
+    one_minus_q = dd.two_sum(one.hi, -q)
+    logs = dd.log(
+        dd.DoubleFloat(
+            jnp.stack([q, one_minus_q.hi, sigma], axis=-1),
+            jnp.stack([zero, one_minus_q.lo, zero], axis=-1),
+        )
+    )
+    log_q, log1m_q, log_sigma = (dd.DoubleFloat(logs.hi[:, i], logs.lo[:, i]) for i in range(3))
+    s = dd.div(one, dd.from_float(sigma))
+    return _Cell(
+        s=s,
+        s2=dd.mul(s, s),
+        log_s=dd.neg(log_sigma),
+        log_q=log_q,
+        log1m_q=log1m_q,
+        logit_q=dd.sub(log_q, log1m_q),
+    )
+
+
+# ---------------------------------------------------------------------------- integer orders
+
+
+def _integer_shared(cell: _Cell, n_max: int) -> dd.DoubleFloat:
+    """``w_k = log expm1(k(k−1)s²/2) + k·logit q`` for ``k = 2 … n_max`` → ``(C, n_max − 1)``.
+
+    ``log expm1(y)`` is ``y + log(1 − e^{−y})`` for ``y ≥ 1`` and ``log y + log(expm1(y)/y)``
+    below, with ``log y = log(k(k−1)/2) + 2·log s``: the large parts in double-float, the
+    corrections (at most 0.55 in size) in float32.
+    """
+    k = np.arange(2, n_max + 1, dtype=np.float64)
+    h = 0.5 * k * (k - 1.0)
+    h_hi, h_lo, lh_hi, lh_lo, k32 = _opaque(*_split_constant(h), *_split_constant(np.log(h)), k)
+    y = dd.mul(dd.DoubleFloat(h_hi[None, :], h_lo[None, :]), _ex(cell.s2))
+    big = y.hi >= 1.0
+    y_big = jnp.maximum(y.hi, 1.0)
+    y_small = jnp.clip(y.hi, np.float32(np.finfo(np.float32).tiny), 1.0)
+    correction = jnp.where(
+        big, jnp.log(-jnp.expm1(-y_big)), jnp.log(jnp.expm1(y_small) / y_small)
+    )
+    log_y = dd.add(dd.DoubleFloat(lh_hi[None, :], lh_lo[None, :]), _ex(dd.scale(cell.log_s, 2.0)))
+    lead = dd.where(big, y, log_y)
+    log_e = dd.add(lead, dd.from_float(correction))
+    return dd.add(log_e, dd.mul(dd.from_float(k32[None, :]), _ex(cell.logit_q)))
+
+
+def _integer_group(w: dd.DoubleFloat, cell: _Cell, alphas: tuple[int, ...]):
+    """log(A_α − 1) of one size class of integer orders → ``(C, G)``."""
+    n_max = max(alphas)
+    n_terms = n_max - 1  # k = 2 … n_max
+    w = dd.DoubleFloat(w.hi[:, :n_terms], w.lo[:, :n_terms])
+    log_binom = _grid._log_binomials(alphas)[:, 2:]  # (G, n_terms), −inf for k > α
+    valid = np.isfinite(log_binom)
+    c_hi, c_lo = _split_constant(np.where(valid, log_binom, 0.0))
+    c_hi, c_lo, a32 = _opaque(c_hi, c_lo, np.asarray(alphas, np.float64))
+    last = np.asarray(alphas, np.int32) - 2
+    # Shift by the largest of every 8th term and the last one (see _grid._integer_group:
+    # the true maximum is within 8 nats of it, far inside float32's range).
+    stride = 8
+    h_alpha = 0.5 * np.asarray(alphas, np.float64) * (np.asarray(alphas, np.float64) - 1.0)
+    huge = cell.s2.hi[:, None] * np.float32(h_alpha) > np.float32(_HUGE_EXPONENT)  # (C, G)
+
+    def log_terms(w_hi, w_lo, c_hi, c_lo, rel_hi, rel_lo):  # exact TwoSum: w and rel cancel
+        head = dd.two_sum(w_hi, rel_hi)
+        return (head.hi + c_hi) + (head.lo + (w_lo + (rel_lo + c_lo)))
+
+    # Per (cell, order), all orders at once: P = α·log(1 − q), the shift, and its correction.
+    p = dd.mul(dd.from_float(jnp.broadcast_to(a32, cell.s.hi.shape + a32.shape)), _ex(cell.log1m_q))
+    ok_s = jnp.asarray(valid[:, ::stride])
+    sample = jnp.where(ok_s, w.hi[:, None, ::stride] + c_hi[:, ::stride] + p.hi[..., None], -jnp.inf)
+    at_last = lambda v: v[:, last]  # noqa: E731  (C, G) at k = α
+    top = at_last(w.hi) + c_hi[np.arange(len(alphas)), last] + p.hi
+    best = jnp.max(sample, axis=-1)
+    shift = jnp.maximum(best, top)
+    shift = jnp.where(jnp.isfinite(shift), shift, 0.0)
+    rel = dd.add(p, dd.from_float(-shift))  # α·log(1 − q) − shift, (C, G)
+    # A float32 shift is as coarse as float32's spacing at it (256 at 3e9): correct it by
+    # the exact log-term of the sampled maximum, so that the terms stay within e^±9.
+    pick = jnp.where(best >= top, jnp.argmax(sample, axis=-1) * stride, last)  # (C, G)
+    rows = np.arange(len(alphas))[None, :]
+    fix = log_terms(
+        jnp.take_along_axis(w.hi, pick, axis=1), jnp.take_along_axis(w.lo, pick, axis=1),
+        c_hi[rows, pick], c_lo[rows, pick], rel.hi, rel.lo,
+    )
+    fix = jnp.where(jnp.isfinite(fix), fix, 0.0)
+    rel = dd.add(rel, dd.from_float(-fix))
+
+    def body(_, order):
+        row_hi, row_lo, ok, rel_hi, rel_lo = order
+        terms = jnp.exp(log_terms(w.hi, w.lo, row_hi, row_lo, rel_hi[:, None], rel_lo[:, None]))
+        return None, jnp.sum(jnp.where(ok, terms, 0.0), axis=-1)
+
+    _, total = jax.lax.scan(body, None, (c_hi, c_lo, jnp.asarray(valid), rel.hi.T, rel.lo.T))
+    out = jnp.log(total.T) + (shift + fix)
+    return jnp.where(huge, jnp.inf, out)
+
+
+def _integer_log_a_minus_one(cell: _Cell, groups: tuple[tuple[int, ...], ...]):
+    n_max = max(max(alphas) for alphas in groups)
+    w = _integer_shared(cell, n_max)
+    return [_integer_group(w, cell, alphas) for alphas in groups]
+
+
+# ------------------------------------------------------------------------- fractional orders
+
+#: Taylor coefficients 1/n! of expm1, n = 1 … 11: on |b| ≤ 1 the omitted tail is below
+#: 1/12!·(1 + 1/13 + …) < 2.3e-9 relative.
+_EXPM1_TAYLOR = tuple(1.0 / math.factorial(n) for n in range(1, 12))
+
+
+def _expm1_near_zero(b):
+    """``expm1(b)`` for ``|b| ≤ 1`` (other lanes: clipped), by a polynomial that XLA
+    vectorises (its ``expm1`` on CPU is several times slower than ``exp``)."""
+    b = jnp.clip(b, -1.0, 1.0)
+    acc = jnp.full_like(b, _EXPM1_TAYLOR[-1])
+    for c in _EXPM1_TAYLOR[-2::-1]:
+        acc = acc * b + c
+    return acc * b
+
+
+def _shared_log_a_minus_one(q, cell: _Cell, alphas: tuple[float, ...], n_panels: int, n_nodes: int):
+    """log(A_α − 1) for fractional orders ``≤ SHARED_MAX_ORDER`` on shared nodes → ``(C, G)``."""
+    alpha = np.asarray(alphas, np.float64)  # float32 values, exactly
+    log_q_f, log1m_q_f = dd.to_float(cell.log_q), dd.to_float(cell.log1m_q)
+    t, log_w = _grid.shared_points(log_q_f, log1m_q_f, dd.to_float(cell.s), float(alpha.max()),
+                                   n_panels, n_nodes)
+    t, log_w = jax.lax.stop_gradient(t), jax.lax.stop_gradient(log_w)
+    in_use = jnp.isfinite(log_w)  # panels clipped to zero width have weight 0
+    log_w = jnp.where(in_use, log_w, 0.0)
+
+    # Order-free, per node: v = s·t − s²/2, z = v + logit q, Λ = log(1 − q) + softplus(z).
+    v = dd.add(dd.mul(_ex(cell.s), dd.from_float(t)), _ex(dd.scale(cell.s2, -0.5)))
+    z = dd.add(v, _ex(cell.logit_q))
+    positive = z.hi > 0
+    lam = dd.add(_ex(cell.log1m_q), dd.where(positive, z, dd.from_float(jnp.zeros_like(t))))
+    lam = dd.add(lam, dd.from_float(jnp.log1p(jnp.exp(-jnp.abs(z.hi)))))
+    base = dd.add(dd.scale(dd.two_prod(t, t), -0.5), dd.from_float(log_w - np.float32(_HALF_LOG_2PI)))
+    el = dd.add(base, lam)  # log(w·φ(t)·(1 + x))
+    lam_f = dd.to_float(lam)
+    y = -jnp.expm1(-lam_f)  # x/(1 + x), without forming 1 + x
+
+    # log|x| = log q + log|expm1(v)|: v in double-float where it is large.
+    v_f = dd.to_float(v)
+    abs_v = jnp.abs(v_f)
+    v_big = jnp.maximum(v_f, 1.0)
+    v_mid = jnp.where(abs_v < 1.0, v_f, 0.5)
+    correction = jnp.where(
+        v_f >= 1.0,
+        jnp.log(-jnp.expm1(-v_big)),
+        jnp.where(
+            v_f <= -1.0,
+            jnp.log(-jnp.expm1(jnp.minimum(v_f, -1.0))),
+            jnp.log(jnp.abs(v_mid)) + jnp.log(jnp.expm1(v_mid) / v_mid),
+        ),
+    )
+    nonzero = in_use & (v_f != 0.0)
+    correction = jnp.where(nonzero, correction, 0.0)
+    log_abs_x = dd.add(
+        dd.add(_ex(cell.log_q), dd.where(v_f >= 1.0, v, dd.from_float(jnp.zeros_like(t)))),
+        dd.from_float(correction),
+    )
+    small = nonzero & (dd.to_float(log_abs_x) <= np.float32(math.log(SERIES_RADIUS)))
+    other = ~small & nonzero
+
+    # Series nodes: g = C(α,2)·x²·Σ_j c_j x^j through the moments Σ w φ x² · x^j.
+    coef = _logmath.series_coefficients(tuple(alphas), SERIES_RADIUS)  # (G, m)
+    w_s = dd.add(base, dd.scale(log_abs_x, 2.0))
+    top_s = jnp.max(jnp.where(small, w_s.hi, -jnp.inf), axis=-1)
+    top_s = jnp.where(jnp.isfinite(top_s), top_s, 0.0)
+    e_s = jnp.where(small, jnp.exp(dd.to_float(dd.add(w_s, dd.from_float(-top_s[:, None])))), 0.0)
+    x_s = jnp.where(small, jnp.expm1(jnp.where(small, lam_f, 0.0)), 0.0)
+    moments, power = [], e_s
+    for _ in range(coef.shape[1]):
+        moments.append(jnp.sum(power, axis=-1))
+        power = power * x_s
+    series = jnp.stack(moments, axis=-1) @ jnp.asarray(coef.T, jnp.float32)  # (C, G)
+    log_series = (
+        top_s[:, None]
+        + np.float32(np.log(0.5 * alpha * (alpha - 1.0)))
+        + _logmath.log_positive(series)
+    )
+
+    # Other nodes, one order at a time; (α − 1)·Λ = β_hi·head(Λ) (exact) + small parts.
+    beta = alpha - 1.0
+    beta_hi = np.array([_twelve_bit(b) for b in beta])
+    beta_lo = beta - beta_hi
+    lam_head = _head(lam.hi)
+    lam_tail = lam.hi - lam_head
+    b32, bh32, bl32 = _opaque(beta, beta_hi, beta_lo)
+
+    # Shift of each order from the panel ends, as in _grid: every node with |x| > r shares
+    # its panel with an end where |x| > r (x is monotone in t), and within a panel the log
+    # of the terms is at most width²/8 ≤ 7 nats above the line through its ends; factors
+    # below 1 (at least ~1e-5 next to the series radius) lower the terms by ≤ 12 nats.
+    ends = _logmath.panel_ends(t.shape[1], n_nodes)
+    b_ends = b32[None, :, None] * lam_f[:, None, ends]  # (C, G, E)
+    approx = el.hi[:, None, ends] + jnp.maximum(b_ends, 0.0)
+    shift = jnp.max(jnp.where(other[:, None, ends], approx, -jnp.inf), axis=-1)
+    shift = jnp.where(jnp.isfinite(shift), shift, 0.0)  # (C, G)
+
+    def body(_, order):
+        b_, bh, bl, shift = order
+        shift = shift[:, None]
+        b = b_ * lam_f
+        big = b > 1.0
+        head = dd.two_sum(el.hi, bh * lam_head)  # exact
+        rest = (bh * lam_tail + bl * lam.hi) + b_ * lam.lo
+        log_big = (head.hi - shift) + (head.lo + (el.lo + rest))
+        log_small = (el.hi - shift) + el.lo
+        e = jnp.exp(jnp.where(big, -b, b))
+        by = b_ * y
+        factor = jnp.where(big, 1.0 - e * (1.0 + by), jnp.where(b >= -1.0, _expm1_near_zero(b), e - 1.0) - by)
+        terms = jnp.exp(jnp.where(big, log_big, log_small)) * factor
+        total = jnp.sum(jnp.where(other, terms, 0.0), axis=-1)
+        return None, _logmath.log_positive(total) + shift[:, 0]
+
+    _, log_other = jax.lax.scan(body, None, (b32, bh32, bl32, shift.T))
+    return jnp.logaddexp(log_series, log_other.T)
+
+
+# ------------------------------------------------------------------------------ a chunk
+
+
+def _elementwise(q, sigma, alphas: tuple[float, ...]):
+    alpha = jnp.asarray(alphas, jnp.float32)
+    qq, ss, aa = jnp.broadcast_arrays(q[:, None], sigma[:, None], alpha[None, :])
+    return _quadrature.log_a_minus_one(qq, ss, aa, _quadrature.FLOAT32_CONFIG)
+
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(2,))
+def chunk_log_a_minus_one(q, sigma, plan: _grid.OrderPlan):
+    """``(C,)`` regular float32 cells → ``(C, K)`` log(A_α − 1), orders as in ``plan.orders``."""
+    q, sigma = jax.lax.stop_gradient(q), jax.lax.stop_gradient(sigma)
+    cell = _cell(q, sigma)
+    orders32 = np.asarray(plan.orders, np.float64).astype(np.float32).astype(np.float64)
+    blocks = []
+    if plan.int_groups:
+        groups = tuple(tuple(int(a) for a in alphas) for alphas, _ in plan.int_groups)
+        blocks += _integer_log_a_minus_one(cell, groups)
+    if plan.shared_idx.size:
+        shared = tuple(float(orders32[i]) for i in plan.shared_idx)
+        tiers = [
+            functools.partial(_shared_log_a_minus_one, q, cell, shared, panels, nodes)
+            for _, panels, nodes in SHARED_TIERS
+        ]
+        tiers.append(lambda: _elementwise(q, sigma, shared))
+        limits = jnp.asarray([limit for limit, _, _ in SHARED_TIERS], jnp.float32)
+        tier = jnp.searchsorted(limits, jnp.max(dd.to_float(cell.s)))
+        blocks.append(jax.lax.switch(tier, tiers))
+    if plan.other_idx.size:
+        blocks.append(_elementwise(q, sigma, tuple(float(orders32[i]) for i in plan.other_idx)))
+    return jnp.concatenate(blocks, axis=-1)[:, jnp.asarray(plan.inverse, jnp.int32)]
+
+
+@chunk_log_a_minus_one.defjvp
+def _chunk_jvp(plan, primals, tangents):
+    out = chunk_log_a_minus_one(*primals, plan)
+    orders = tuple(float(a) for a in plan.orders)
+    _, tangent = jax.jvp(lambda a, b: _elementwise(a, b, orders), primals, tangents)
+    return out, tangent
