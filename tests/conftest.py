@@ -5,9 +5,11 @@ float64 work happens inside ``jax.enable_x64(True)`` scopes or through jaxrdp's 
 API, which opens such a scope itself.
 """
 
+import gc
 import os
 import sys
 
+import jax
 import pytest
 from hypothesis import settings
 
@@ -28,3 +30,30 @@ DATA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
 @pytest.fixture(scope="session")
 def data_dir():
     return DATA_DIR
+
+
+def _memory_mappings():
+    """Number of memory mappings of this process (Linux), or None where unknown."""
+    try:
+        with open("/proc/self/maps") as maps:
+            return sum(1 for _ in maps)
+    except OSError:
+        return None
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _release_compiled_programs():
+    """Drops JAX's compiled programs after a test module once they hold many mappings.
+
+    Every XLA:CPU executable keeps its own memory mappings, and the suite compiles a few
+    thousand programs: kept for the whole session they pass Linux's default limit of
+    65 530 mappings per process (vm.max_map_count), after which the next compilation
+    fails inside XLA with a segmentation fault. Clearing only past a third of that limit
+    keeps the programs that neighbouring modules share (where the count cannot be read,
+    after every module).
+    """
+    yield
+    count = _memory_mappings()
+    if count is None or count > 20_000:
+        jax.clear_caches()
+        gc.collect()
