@@ -255,10 +255,12 @@ def _cmd_batch_size(args) -> dict:
         raise UsageError(f"--epochs must be positive; got {args.epochs!r}")
     delta = args.delta if args.delta is not None else 1.0 / n**2
     result = _call(
-        sweep.batch_size, args.epsilon, delta, args.noise_multiplier, args.epochs, n
+        sweep.batch_size, args.epsilon, delta, args.noise_multiplier, args.epochs, n,
+        accountant=args.accountant,
     )
     batch = int(_call(result.unwrap))
     return {
+        "accountant": args.accountant,
         "batch_size": batch,
         "q": batch / n,
         "steps": math.ceil(args.epochs * n / batch),
@@ -273,7 +275,7 @@ def _cmd_batch_size(args) -> dict:
 def _show_batch_size(r: dict) -> str:
     return (
         f"largest batch size B = {r['batch_size']} meets ε ≤ {r['target_epsilon']:g} at "
-        f"δ = {r['delta']:.3g}\nDP-SGD: N = {r['dataset_size']}, q = {r['q']:.6g}, "
+        f"δ = {r['delta']:.3g} ({_ACCOUNTANT_TEXT[r['accountant']]})\nDP-SGD: N = {r['dataset_size']}, q = {r['q']:.6g}, "
         f"σ = {r['noise_multiplier']:g}, {r['epochs']:g} epochs = {r['steps']} steps"
     )
 
@@ -472,6 +474,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--noise-multiplier", "--sigma", type=float, required=True, help="σ")
     p.add_argument("--delta", type=float, help="δ (default 1/N²)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    _add_accountant(p)
     p = command(
         "sweep", "ε (or the calibrated σ*) over ranges of q, σ and steps, as CSV",
         "jaxrdp sweep --q 1e-4:1e-1:40log --noise-multiplier 0.8:10:40 --steps 10000 "

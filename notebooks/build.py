@@ -8,6 +8,7 @@ after changing a source or the library::
 
     python notebooks/build.py                 # every notebook
     python notebooks/build.py 02_mtz2019_figure1.py   # some of them
+    python notebooks/build.py --execute-only          # run the sources, write nothing
 
 Each source is read with jupytext, executed top to bottom with nbclient in a fresh
 ``python3`` kernel (working directory ``notebooks/``, the jaxrdp of this checkout first on
@@ -91,9 +92,15 @@ def build(path: pathlib.Path) -> pathlib.Path:
 
 
 def main(argv: list[str]) -> None:
-    paths = [HERE / a for a in argv] if argv else sources()
+    check = "--execute-only" in argv  # run the sources (figures to Agg), write nothing
+    names = [a for a in argv if a != "--execute-only"]
+    paths = [HERE / a for a in names] if names else sources()
     for path in paths:
-        print(f"building {build(path).relative_to(ROOT)}", flush=True)
+        if check:
+            execute(read_source(path), inline_figures=False)
+            print(f"executed {path.relative_to(ROOT)}", flush=True)
+        else:
+            print(f"building {build(path).relative_to(ROOT)}", flush=True)
 
 
 if __name__ == "__main__":

@@ -57,3 +57,17 @@ def _release_compiled_programs():
     if count is None or count > 20_000:
         jax.clear_caches()
         gc.collect()
+
+
+def pytest_collection_finish(session):
+    """Starts the selected notebook executions in the background (tests/test_notebooks.py)."""
+    runs = [item for item in session.items
+            if getattr(item, "originalname", None) == "test_notebook_executes"]
+    if runs:
+        runs[0].module.start_in_background([item.callspec.params["source"] for item in runs])
+
+
+def pytest_sessionfinish(session):
+    module = sys.modules.get("test_notebooks")
+    if module is not None:
+        module.stop_background()

@@ -10,13 +10,17 @@ These tests check that
   in order, no error output) and carries its figures (a cell that draws has a PNG output),
 * each source executes without error in a fresh ``python3`` kernel (nbclient; working
   directory ``notebooks/``, ``MPLBACKEND=Agg``, this checkout's jaxrdp first on the path),
-  so a failed ``assert`` on the numbers a notebook shows fails the test.
+  so a failed ``assert`` on the numbers a notebook shows fails the test. These runs start
+  in the background as soon as the suite is collected (``conftest.py``), one at a time.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import importlib.util
 import pathlib
+import subprocess
+import sys
 
 import pytest
 
@@ -81,7 +85,35 @@ def test_stored_notebook_has_outputs(source):
         assert figures, f"{source.stem} draws but stores no figure"
 
 
+def _execute(source) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(NOTEBOOK_DIR / "build.py"), "--execute-only", source.name],
+                          capture_output=True, text=True)
+
+
+_BACKGROUND: dict[str, concurrent.futures.Future] = {}
+_POOL: list[concurrent.futures.ThreadPoolExecutor] = []
+
+
+def start_in_background(sources) -> None:
+    """Starts executing ``sources``, one kernel at a time, beside the rest of the suite.
+
+    Called by ``conftest.py`` once the tests are collected: each notebook runs in its own
+    process, so the minutes they take overlap with the other test modules.
+    """
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=1)
+    _POOL.append(pool)
+    for source in sources:
+        _BACKGROUND[source.stem] = pool.submit(_execute, source)
+
+
+def stop_background() -> None:
+    for pool in _POOL:
+        pool.shutdown(wait=False, cancel_futures=True)
+
+
 @pytest.mark.parametrize("source", SOURCES, ids=lambda p: p.stem)
 def test_notebook_executes(source):
-    # Raises CellExecutionError naming the failing cell (a failed assert included).
-    build.execute(build.read_source(source), inline_figures=False)
+    # A failing cell (a failed assert included) raises CellExecutionError naming it.
+    future = _BACKGROUND.get(source.stem)
+    run = future.result() if future is not None and not future.cancelled() else _execute(source)
+    assert run.returncode == 0, f"{source.name} failed:\n{run.stdout[-2000:]}\n{run.stderr[-8000:]}"

@@ -173,5 +173,26 @@ def test_noise_multiplier_against_the_profile():
     below = np.asarray(profile.epsilon(q, sigma * (1 - 2e-3), steps, delta, tier=1).epsilon)
     assert np.all(eps <= target) and np.all(below > target)
     assert np.all(np.asarray(profile.epsilon(q, sigma, steps, delta).epsilon) <= target)
-    with pytest.raises(ValueError, match="batch_size"):
-        sweep.batch_size(3.0, 1e-5, 1.0, 1, 1000, accountant="profile")
+
+
+@pytest.mark.slow
+def test_batch_size_against_the_profile_by_brute_force():
+    """The profile's largest batch size is the brute-force one over every B (its relaxed
+    cut evaluates e^{T log M} at fractional T), and larger than RDP's."""
+    from jaxrdp import sweep
+
+    n, sigma, delta = 200, 1.0, 1e-5
+    epochs = np.array([1.0, 1.0, 4.0, 4.0])
+    target = np.array([1.5, 4.0, 2.5, 6.0])
+    batch = np.arange(1, n + 1, dtype=np.float64)
+    steps = np.ceil(epochs[:, None] * n / batch)  # (4, n): every B of every case at once
+    tight = np.asarray(profile.epsilon(batch / n, sigma, steps, delta, tier=1).epsilon)
+    loose = np.asarray(conversions.epsilon(batch / n, sigma, steps, delta)[0])
+
+    def largest(eps):
+        return np.array([batch[e <= t].max(initial=0.0) for e, t in zip(eps, target)])
+
+    got = sweep.batch_size(target, delta, sigma, epochs, n, accountant="profile")
+    assert np.all(np.asarray(got.status) == sweep.Status.OK), got.status
+    np.testing.assert_array_equal(np.asarray(got.value), largest(tight))  # 5, 41, 6, 32
+    assert np.all(largest(tight) > largest(loose))  # RDP: 3, 26, 4, 24

@@ -368,12 +368,16 @@ def test_grad_epsilon_finite_at_rdp_fallback():
     tier 1 runs; at q = 1e-6, σ = 0.5, T = 1, δ = 1e-8 it falls back."""
     q = np.array([1e-6, 1.0, 0.3])
     s, t, d = np.array([0.5, 3.0, 1.0]), np.array([1.0, 1000.0, 1.0]), np.array([1e-8, 1e-5, 1e-3])
-    status = np.asarray(profile.epsilon(q, s, t, d, tier=1).status)
-    assert status[0] == profile.RDP_FALLBACK and status[1] == profile.PROFILE_OK
+
+    def total(ss, qq):
+        res = profile.epsilon(qq, ss, t, d)
+        return jnp.sum(res.epsilon), res.status
+
     with jax.enable_x64(True):
-        gs, gq = jax.grad(lambda ss, qq: jnp.sum(profile.epsilon(qq, ss, t, d).epsilon),
-                          argnums=(0, 1))(jnp.asarray(s), jnp.asarray(q))
+        (gs, gq), status = jax.grad(total, argnums=(0, 1), has_aux=True)(jnp.asarray(s), jnp.asarray(q))
         rdp_s = jax.grad(lambda ss: jaxrdp.epsilon(q[0], ss, t[0], d[0])[0])(s[0])
+    status = np.asarray(status)
+    assert status[0] == profile.RDP_FALLBACK and status[1] == profile.PROFILE_OK
     assert np.all(np.isfinite(np.asarray(gs))) and np.all(np.isfinite(np.asarray(gq)))
     assert abs(float(gs[0]) / float(rdp_s) - 1) < 1e-9
 
