@@ -59,15 +59,21 @@ def _release_compiled_programs():
         gc.collect()
 
 
-def pytest_collection_finish(session):
-    """Starts the selected notebook executions in the background (tests/test_notebooks.py)."""
-    runs = [item for item in session.items
+def _notebook_runs(session):
+    """The selected ``test_notebook_executes`` items (tests/test_notebooks.py)."""
+    return [item for item in session.items
             if getattr(item, "originalname", None) == "test_notebook_executes"]
+
+
+def pytest_collection_finish(session):
+    """Starts the selected notebook executions in the background."""
+    runs = _notebook_runs(session)
     if runs:
         runs[0].module.start_in_background([item.callspec.params["source"] for item in runs])
 
 
 def pytest_sessionfinish(session):
-    module = sys.modules.get("test_notebooks")
-    if module is not None:
-        module.stop_background()
+    """Cancels the notebook executions not started yet (after -x or an interrupt)."""
+    runs = _notebook_runs(session)
+    if runs:
+        runs[0].module.stop_background()

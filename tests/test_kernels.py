@@ -345,6 +345,17 @@ def test_gradients_through_grid_path_and_special_lanes_are_finite():
 # ---------------------------------------------------------------------------- float32
 
 
+def _sigma_where_log_a_is(q, alpha, target):
+    """σ with float64 ``log A_α(q, σ) = target`` per cell, by 30 bisections of log σ on
+    [0.2, 1e4] (log A decreases in σ)."""
+    lo, hi = np.full(q.shape, np.log(0.2)), np.full(q.shape, np.log(1e4))
+    for _ in range(30):
+        mid = 0.5 * (lo + hi)
+        above = np.asarray(jaxrdp.log_a(q, np.exp(mid), alpha)) > target
+        lo, hi = np.where(above, mid, lo), np.where(above, hi, mid)
+    return np.exp(0.5 * (lo + hi))
+
+
 def _float32_sample(rng, n):
     """(q, σ, α) over the whole domain, plus cells where log A is moderate (0.01 to 5)
     while α|log q| is large: there log A is a small sum of parts of size up to α|log q| and
@@ -366,12 +377,7 @@ def _float32_sample(rng, n):
         1 + 10 ** rng.uniform(1.5, np.log10(511), m),
     )
     target = 10 ** rng.uniform(-2, np.log10(5), m)
-    lo, hi = np.full(m, np.log(0.2)), np.full(m, np.log(1e4))
-    for _ in range(30):  # log A decreases in σ
-        mid = 0.5 * (lo + hi)
-        above = np.asarray(jaxrdp.log_a(qa, np.exp(mid), aa)) > target
-        lo, hi = np.where(above, mid, lo), np.where(above, hi, mid)
-    sa = np.exp(0.5 * (lo + hi))
+    sa = _sigma_where_log_a_is(qa, aa, target)
     q, sigma, alpha = (np.concatenate(v) for v in ((q, qa), (sigma, sa), (alpha, aa)))
     return (v.astype(np.float32) for v in (q, sigma, alpha))
 
@@ -450,13 +456,8 @@ def _float32_grid_cells(rng, n):
     qa = 10 ** rng.uniform(-7, -0.3, m)
     aa = rng.choice([11.5, 40.0, 63.0, 256.0, 1024.0, 4096.0], m)
     target = 10 ** rng.uniform(-2, np.log10(5), m)
-    lo, hi = np.full(m, np.log(0.2)), np.full(m, np.log(1e4))
-    for _ in range(30):  # log A decreases in σ
-        mid = 0.5 * (lo + hi)
-        above = np.asarray(jaxrdp.log_a(qa, np.exp(mid), aa)) > target
-        lo, hi = np.where(above, mid, lo), np.where(above, hi, mid)
     q = np.concatenate([q, qa, [1e-3, 0.3, 0.999999, 1e-7]])
-    sigma = np.concatenate([sigma, np.exp(0.5 * (lo + hi)), [0.2, 0.2, 0.2, 1e4]])
+    sigma = np.concatenate([sigma, _sigma_where_log_a_is(qa, aa, target), [0.2, 0.2, 0.2, 1e4]])
     return q.astype(np.float32), sigma.astype(np.float32)
 
 
