@@ -22,6 +22,7 @@ is then meaningless: both rules alias alike), the error is reported infinite.
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 
 _EPS = 2.220446049250313e-16
@@ -56,7 +57,12 @@ def exponent(c, d):
 def grid(q, sigma, c, d, nx: int):
     """Shared x-nodes ``(..., nx)`` and step h_x ``(...)`` for the line Re z = c."""
     a = exponent(c, d)
-    lo = jnp.minimum(0.0, a) - _WIDTH * sigma - 1.5
+    # add (a < 0): log of the integrand φ·r^a is concave with curvature ≤ −1/σ², its mode x*
+    # solves x = a·ρ(x) with ρ = ℓ'σ² = q e^t/r increasing, so x* ∈ [a·ρ(0), 0]: for small q
+    # the window need not reach a (it would waste the nodes: a·ρ(0) ≈ a·q e^{−1/2σ²})
+    qs, ss = jax.lax.stop_gradient(q), jax.lax.stop_gradient(sigma)  # a numerical choice
+    rho0 = jax.nn.sigmoid(jnp.log(qs) - jnp.log1p(-jnp.minimum(qs, 1.0)) - 0.5 / ss**2)
+    lo = jnp.minimum(0.0, a * jnp.where(a < 0, rho0, 1.0)) - _WIDTH * sigma - 1.5
     hi = jnp.maximum(0.0, a) + _WIDTH * sigma + 1.5
     k = jnp.arange(nx, dtype=jnp.result_type(c))
     hx = (hi - lo) / (nx - 1)
@@ -80,13 +86,19 @@ _SPLITS = 16
 def real_stats(q, sigma, c, d, nx: int):
     """Statistics of the tilted loss at real z = c; arguments broadcast to a shape ``B``.
 
-    Returns ``(κ, κ', κ'', μ₄, w, log v)``: κ = log M(c); κ', κ'' its first two derivatives
-    (mean and variance of the loss under the tilted measure); μ₄ the tilted loss's fourth
-    central moment (all of shape ``B``); and, for split points x_k of the grid (``B + (K,)``),
-    w_k the tilted mass left of x_k and v_k = (g(x_k) + TV_{[x_k, ∞)} g)/M(c) for
-    g = φ r^a/|ℓ'| (the tilted density in the loss variable; TV from the grid, ×1.05). One
-    integration by parts on [x_k, ∞) gives |M(c+iu)|/M(c) ≤ w_k + v_k/|u| for every k
-    (k = 0 is the plain total-variation bound).
+    Returns ``(κ, κ', κ'', μ₄, w, log v, var_left, μ₄_left)``: κ = log M(c); κ', κ'' its
+    first two derivatives (mean and variance of the loss under the tilted measure); μ₄ the
+    tilted loss's fourth central moment (all of shape ``B``); and, for split points x_k of the
+    grid (``B + (K,)``), w_k the tilted mass left of x_k, v_k = (g(x_k) + TV_{[x_k, ∞)} g)/M(c)
+    for g = φ r^a/|ℓ'| (the tilted density in the loss variable; TV from the grid, ×1.05), and
+    the variance and fourth central moment of the tilted loss conditioned on x < x_k. One
+    integration by parts on [x_k, ∞) and the Taylor bound on (−∞, x_k) give
+    |M(c+iu)|/M(c) ≤ w_k·Q_k(u) + min(1 − w_k, v_k/|u|) for every k, with
+    Q_k(u) = √(1 − var_k u² + (μ₄,k/12 + var_k²/4)u⁴) (capped at 1; the symmetrised fourth-order
+    bound of ``profile._quartic``). k = 0 is the plain
+    total-variation bound. The left part matters when most of the tilted mass sits in a narrow
+    spike of near-zero loss (few sampled steps): its own small variance gives the T-fold
+    product the Gaussian decay e^{−T w var u²/2} that the whole loss's moments cannot show.
     """
     ell, t, ga, hx = _log_terms(q, sigma, c, d, nx)
     q, sigma, d = jnp.broadcast_arrays(q, sigma, d)
@@ -111,7 +123,15 @@ def real_stats(q, sigma, c, d, nx: int):
     w = left[..., split] / s0[..., None]
     v = 1.05 * (gv[..., split] + right_tv[..., split] + gv[..., -1:])
     log_v = (mg - m) + jnp.log(v) - jnp.log(s0)[..., None] - jnp.log(hx)[..., None]
-    return kappa, k1, k2, k4, w, log_v
+    # central moments of the loss conditioned on x < x_k (the part left of each split point)
+    mask = jnp.arange(nx) < split[:, None]  # (K, nx)
+    lw = jnp.where(mask, wts[..., None, :], 0.0)
+    lsum = jnp.maximum(jnp.sum(lw, axis=-1), 1e-300)
+    lmean = jnp.sum(lw * loss[..., None, :], axis=-1) / lsum
+    ldev2 = (loss[..., None, :] - lmean[..., None]) ** 2
+    lvar = jnp.sum(lw * ldev2, axis=-1) / lsum
+    lm4 = jnp.sum(lw * ldev2**2, axis=-1) / lsum
+    return kappa, k1, k2, k4, w, log_v, lvar, lm4
 
 
 def log_moment_line(q, sigma, c, d, u, nx: int):

@@ -25,7 +25,7 @@ Error bound (added upward: the δ returned is the quadrature's value plus this b
   (|z(z+1)| ≥ c'² + u², and the maximum over the strip is at its edges by log-convexity);
   a is the best of a few fractions of c;
 * truncation at |u| > H: |F| ≤ M(c)^T e^{−cε} b(u)/u² with b a bound on |M(c+iu)|^T/M(c)^T
-  built per segment from (i) 1 − αu² + γu⁴ (fourth-order Taylor bound of the tilted loss's
+  built per segment from (i) √(1 − 2αu² + (2γ + α²)u⁴) (fourth-order bound of the tilted loss's
   characteristic function, α = κ''/2, γ = μ₄/24, valid where αu² ≤ 1), (ii) w_k + v_k/u for
   split points x_k (mass left of x_k plus one integration by parts right of it) and (iii) |M|
   computed at check points beyond H (with its own error) plus a Lipschitz term; integrated
@@ -97,6 +97,7 @@ TOLERANCE = 1e-6
 TIERS = ((129, 48), (257, 128), (513, 512), (2049, 1024))
 
 _E = 60.0  # target exponent for the discretisation error (e^-60)
+_DISC = 1e-9  # the step keeps the discretisation bound below this fraction of δ (Laplace)
 _TAIL_RATIO, _TAIL_PIECES = 1.12, 48  # pieces of the truncation bound: H to 230·H
 _CHECK_PIECES = 30  # the first pieces (H to 30·H) also use |M| computed at their ends
 _COVER = 1.3  # the line covers at least ±1.3·w·√(2E) (a Gaussian bump of width w: e^{-1.7E})
@@ -145,6 +146,8 @@ class _Line(NamedTuple):
     gamma: jax.Array  # per segment μ₄,i(c)/24, (2, n, S)
     w: jax.Array  # per segment and split point, tilted mass left of it, (2, n, S, K)
     log_v: jax.Array  # per segment and split point, log of its TV term, (2, n, S, K)
+    alpha_l: jax.Array  # per segment and split point, left part's variance/2, (2, n, S, K)
+    gamma_l: jax.Array  # per segment and split point, left part's μ₄/24, (2, n, S, K)
     t: jax.Array  # (1, n, S)
     u: jax.Array  # the nodes u_k = k·h, (2, n, N_u)
     check: jax.Array = None  # per segment bound on |M_i(c+iu)|/M_i(c) at _check_points, (2, n, S, P+1)
@@ -166,8 +169,8 @@ def _stats(q, s, t, c, nx, per_segment: bool = False):
     seg = lambda v: v.reshape((1, v.shape[0]) + (1,) * extra + (v.shape[1],))
     qq, ss, tt = seg(q), seg(s), seg(t)
     d = _DIRS.reshape((2,) + (1,) * (c.ndim))
-    kap, k1, k2, k4, w, log_v = cm.real_stats(qq, ss, c[..., None], d, nx)
-    envelope = (0.5 * k2, k4 / 24.0, w, log_v)
+    kap, k1, k2, k4, w, log_v, lvar, lm4 = cm.real_stats(qq, ss, c[..., None], d, nx)
+    envelope = (0.5 * k2, k4 / 24.0, w, log_v, 0.5 * lvar, lm4 / 24.0)
     out = (tt * kap).sum(-1), (tt * k1).sum(-1), (tt * k2).sum(-1), envelope
     return out + (kap,) if per_segment else out
 
@@ -230,7 +233,8 @@ def _line(q, s, t, c, eps, nx, nu):
     """The moments on the line Re z = c ``(2, n)`` and the bounds' ingredients, centred at ε."""
     sg = jax.lax.stop_gradient
     qs, ss, ts = sg(q), sg(s), sg(t)
-    kap, _, k2, (alpha, gamma, w_split, log_v), kap_seg = _stats(qs, ss, ts, c, nx, per_segment=True)
+    kap, _, k2, (alpha, gamma, w_split, log_v, alpha_l, gamma_l), kap_seg = _stats(
+        qs, ss, ts, c, nx, per_segment=True)
     w = 1.0 / jnp.sqrt(_curvature(k2, c))
     # the bigger tiers spend part of their nodes on a finer step (a smaller discretisation
     # bound near the pole) and part on a longer line
@@ -243,6 +247,13 @@ def _line(q, s, t, c, eps, nx, nu):
                            nx)
     km, kp = kaps[..., : len(_STRIP)], kaps[..., len(_STRIP):]
     e = eps[..., None]
+    # no longer a step than keeps the discretisation bound below _DISC·δ (δ by Laplace)
+    cm_, cp_ = c[..., None] - ac, c[..., None] + ac
+    log_2j = jnp.maximum(km - cm_ * e - jnp.log(cm_), kp - cp_ * e - jnp.log(cp_))
+    log_laplace = (kap - c * eps - jnp.log(c * (c + 1.0))
+                   - 0.5 * jnp.log(2.0 * jnp.pi * _curvature(k2, c)))
+    excess = jnp.logaddexp(0.0, log_2j - log_laplace[..., None] - np.log(_DISC))
+    h = jnp.minimum(h, jnp.max(2.0 * jnp.pi * ac / excess, axis=-1))
     score = jnp.maximum(km - (c[..., None] - ac) * e, kp - (c[..., None] + ac) * e)
     score = score - 2.0 * jnp.pi * ac / h[..., None]
     best = jnp.argmin(score, axis=-1)[..., None]
@@ -254,7 +265,8 @@ def _line(q, s, t, c, eps, nx, nu):
     line = _Line(
         c=c, h=h, a=pick(ac), log_mt=jnp.sum(tt * log_m, axis=2),
         eta_t=jnp.sum(tt * jnp.log1p(eta), axis=2), abs_logm=jnp.sum(tt * jnp.abs(log_m), axis=2),
-        kap=kap, kap_m=pick(km), kap_p=pick(kp), alpha=alpha, gamma=gamma, w=w_split, log_v=log_v, t=t[None], u=u,
+        kap=kap, kap_m=pick(km), kap_p=pick(kp), alpha=alpha, gamma=gamma, w=w_split, log_v=log_v, alpha_l=alpha_l, gamma_l=gamma_l,
+        t=t[None], u=u,
     )
     # bounds on |M_i(c+iu)|/M_i(c) at check points beyond H: computed value·(1 + η)
     uc = (h * nu)[..., None] * jnp.asarray(_TAIL_RATIO ** np.arange(_CHECK_PIECES + 1), h.dtype)
@@ -267,14 +279,31 @@ def _line(q, s, t, c, eps, nx, nu):
 
 
 def _quartic(a, g, u):
-    """1 − αu² + γu⁴: bounds |E e^{iuL̃}| where αu² ≤ 1 (see :func:`_log_envelope`)."""
+    """√(1 − 2αu² + (2γ + α²)u⁴), at most 1: bounds |E e^{iuL̃}| for every u.
+
+    With L̃' an independent copy, |E e^{iuL̃}|² = E cos(uY) for the symmetric Y = L̃ − L̃',
+    E Y² = 2κ'' = 4α, E Y⁴ = 2μ₄ + 6κ''² = 48γ + 24α², and cos y ≤ 1 − y²/2 + y⁴/24 for every
+    real y. (The unsquared 1 − αu² + γu⁴ is not a bound: the odd terms of an asymmetric loss
+    can exceed it, by 0.12 for some three-point laws.) Convex in u², so its maximum on an
+    interval is at an end.
+    """
+    return jnp.sqrt(jnp.clip(1.0 - 2.0 * a * u**2 + (2.0 * g + a**2) * u**4, 0.0, 1.0))
     return 1.0 - a * u**2 + g * u**4
 
 
-def _split_bound(line: _Line, u):
-    """min over split points k of w_k + v_k/u, per segment; ``u``: ``(2, n, m, 1)``."""
+def _split_bound(line: _Line, u, u_hi=None):
+    """min over split points k of w_k·Q_k + min(1 − w_k, v_k/u), per segment.
+
+    Q_k is the left part's quartic bound (:func:`jaxrdp._complex_moments.real_stats`) at u, or
+    its maximum over [u, u_hi] (at an end: it is convex in u²). ``u``, ``u_hi``:
+    ``(2, n, m, 1)``; the result ``(2, n, m, S)``.
+    """
+    u_hi = u if u_hi is None else u_hi
     v = jnp.exp(jnp.minimum(line.log_v[:, :, None], 700.0))
-    return jnp.min(line.w[:, :, None] + v / u[..., None], axis=-1)
+    a, g, w = line.alpha_l[:, :, None], line.gamma_l[:, :, None], line.w[:, :, None]
+    lo, hi = u[..., None], u_hi[..., None]
+    quartic = jnp.maximum(_quartic(a, g, lo), _quartic(a, g, hi))
+    return jnp.min(w * quartic + jnp.minimum(1.0 - w, v / lo), axis=-1)
 
 
 def _log_envelope(line: _Line, u):
@@ -282,13 +311,12 @@ def _log_envelope(line: _Line, u):
 
     Per segment |M_i(c+iu)|/M_i(c) = |E e^{iuL̃}| for the tilted, centred loss L̃, which is at
     most 1; at most w_k + v_k/u for every split point k (:func:`jaxrdp._complex_moments.real_stats`:
-    the mass left of x_k, and one integration by parts right of it); and, where α u² ≤ 1, at
-    most 1 − α u² + γ u⁴ (|e^{ix} − 1 − ix + x²/2| ≤ x⁴/24, α = κ''/2, γ = μ₄/24).
+    the mass left of x_k, and one integration by parts right of it); and at most
+    :func:`_quartic` (α = κ''/2, γ = μ₄/24).
     """
     uu = u[..., None]
     a, g, t = (v[:, :, None, :] for v in (line.alpha, line.gamma, line.t))
-    taylor = jnp.where(a * uu**2 <= 1.0, _quartic(a, g, uu), 1.0)
-    log_b = jnp.log(jnp.maximum(jnp.minimum(taylor, _split_bound(line, uu)), 1e-300))
+    log_b = jnp.log(jnp.maximum(jnp.minimum(_quartic(a, g, uu), _split_bound(line, uu)), 1e-300))
     return jnp.sum(t * jnp.minimum(log_b, 0.0), axis=-1)
 
 
@@ -315,7 +343,7 @@ def _log_pieces(line: _Line, start, check=None):
 
     On a geometric grid start = u_0 < … < u_P the bound of :func:`_log_envelope` is bounded on
     each piece [u_i, u_{i+1}] by its value at the ends (the split terms w + v/u fall; the
-    quartic 1 − αu² + γu⁴ falls then rises, and holds on the whole piece if α u_{i+1}² ≤ 1),
+    quartic bound is convex in u², so at most its larger end value),
     so the piece contributes at most that bound times 1/u_i − 1/u_{i+1}; beyond u_P the
     closed form of :func:`_log_split_tail`. With ``check`` (the computed bounds at
     start·ratio^i, see :class:`_Line`), the first pieces also use those and a Lipschitz bound.
@@ -323,8 +351,8 @@ def _log_pieces(line: _Line, start, check=None):
     grid = start[..., None] * jnp.asarray(_TAIL_RATIO ** np.arange(_TAIL_PIECES + 1), start.dtype)
     lo, hi = grid[..., :-1, None], grid[..., 1:, None]
     a, g, t = (v[:, :, None, :] for v in (line.alpha, line.gamma, line.t))
-    q_max = jnp.where(a * hi**2 <= 1.0, jnp.maximum(_quartic(a, g, lo), _quartic(a, g, hi)), 1.0)
-    bound = jnp.minimum(jnp.minimum(q_max, _split_bound(line, lo)), 1.0)
+    q_max = jnp.maximum(_quartic(a, g, lo), _quartic(a, g, hi))
+    bound = jnp.minimum(jnp.minimum(q_max, _split_bound(line, lo, hi)), 1.0)
     if check is not None:
         # |φ(u) − φ(u')| ≤ |u − u'|·E|L̃| ≤ |u − u'|·√(2α): each point of a piece is within
         # half its width of an end
@@ -343,13 +371,13 @@ def _log_tail(line: _Line):
 
     The smaller of two bounds: :func:`_log_pieces` from H; and, on [H, u₁] where every
     segment's quartic bound is ≤ e^{−α_i u²/2}, e^{−AH²/2}/(A H³) (A = Σ T_i α_i) plus
-    :func:`_log_pieces` from max(H, u₁).
+    :func:`_log_pieces` from max(H, u₁). (With B = 2γ + α², 1 − 2αs + Bs² ≤ 1 − αs ≤ e^{−αs}
+    for s = u² ≤ α/B, so u₁ = min_i √(α_i/B_i).)
     """
     t, a, g = line.t, line.alpha, line.gamma
     big_h = line.h * line.u.shape[-1]
     safe_a = jnp.where(a > 0, a, 1.0)
-    v = jnp.where(a > 0, jnp.minimum(jnp.sqrt(safe_a / (2.0 * jnp.maximum(g, 1e-300))),
-                                     1.0 / jnp.sqrt(safe_a)), 0.0)
+    v = jnp.where(a > 0, jnp.sqrt(safe_a / (2.0 * g + safe_a**2)), 0.0)
     u1 = jnp.min(jnp.where(t > 0, v, jnp.inf), axis=-1)
     u1 = jnp.where(jnp.isfinite(u1), u1, 0.0)
     big_a = jnp.sum(t * a, axis=-1)
@@ -542,14 +570,14 @@ def _chunked(fn, args, nx: int, nu: int):
     return [np.concatenate(parts) for parts in zip(*outs)]
 
 
-def _escalate(fn, args, rank):
-    """Run every tier of :data:`TIERS` on the runs the previous tiers left above TOLERANCE.
+def _escalate(fn, args, rank, tiers=TIERS):
+    """Run each of ``tiers`` on the runs the previous tiers left above TOLERANCE.
 
     ``fn(*args, nx, nu) -> (..., rel)``; ``rank(result) -> (n,)`` orders sound results (the
     smaller is kept).
     """
-    out = _chunked(fn, args, *TIERS[0])
-    for nx, nu in TIERS[1:]:
+    out = _chunked(fn, args, *tiers[0])
+    for nx, nu in tiers[1:]:
         todo = np.nonzero(~(out[-1] <= TOLERANCE))[0]
         if not todo.size:
             break
@@ -582,11 +610,18 @@ def _flatten(q, sigma, steps, target, dtype):
     return flat, jnp.broadcast_to(target, shape).reshape(-1), shape
 
 
-def _tier(tier, concrete: bool):
-    if tier is None:
-        return None if concrete else TIERS[1]
-    _validate.check_choice("tier", tier, tuple(range(len(TIERS))))
-    return TIERS[tier]
+def _evaluate(fn, args, rank, tier, concrete: bool):
+    """``fn(*args, nx, nu)`` on the tiers asked for.
+
+    Concrete inputs: escalation over every tier (``tier=None``) or the one tier, in chunks of
+    bounded memory. Under a transformation: one call on ``TIERS[tier]`` (default tier 1).
+    """
+    if tier is not None:
+        _validate.check_choice("tier", tier, tuple(range(len(TIERS))))
+    if not concrete:
+        return fn(*args, *TIERS[1 if tier is None else tier])
+    tiers = TIERS if tier is None else (TIERS[tier],)
+    return [jnp.asarray(v) for v in _escalate(fn, [np.asarray(a) for a in args], rank, tiers)]
 
 
 def _status(use_rdp, rel):
@@ -614,17 +649,12 @@ def delta_schedule(q, sigma, steps, epsilon, *, tier: int | None = None) -> Prof
     if _validate.is_concrete(epsilon):
         _validate.check_range("epsilon", epsilon, low=0.0)
     concrete = _validate.is_concrete(q, sigma, steps, epsilon)
-    nodes = _tier(tier, concrete)
     with ctx:
         (qf, sf, tf), ef, shape = _flatten(q, sigma, steps, epsilon, dtype)
         curve = conversions.compose_rdp(qf, sf, tf)
         d_rdp, _ = conversions.delta_from_rdp(curve, kernels.DEFAULT_ORDERS, ef)
-        if nodes is None:
-            args = [np.asarray(v) for v in (qf, sf, tf, ef)]
-            lr, la, rel = (jnp.asarray(v) for v in _escalate(
-                _delta_chunk, args, lambda r: np.maximum(r[0], r[1])))
-        else:
-            lr, la, rel = _delta_chunk(qf, sf, tf, ef, *nodes)
+        lr, la, rel = _evaluate(_delta_chunk, (qf, sf, tf, ef), lambda r: np.maximum(r[0], r[1]),
+                                tier, concrete)
         none = jnp.all((qf == 0) | (tf == 0), axis=-1) | (ef == jnp.inf)
         d_prof = jnp.exp(jnp.maximum(lr, la))
         use_rdp = ~(d_prof < d_rdp) & ~none
@@ -657,7 +687,6 @@ def epsilon_schedule(q, sigma, steps, delta, *, tier: int | None = None) -> Prof
     if _validate.is_concrete(delta):
         _validate.check_range("delta", delta, low=0.0, high=1.0)
     concrete = _validate.is_concrete(q, sigma, steps, delta)
-    nodes = _tier(tier, concrete)
     with ctx:
         (qf, sf, tf), df, shape = _flatten(q, sigma, steps, delta, dtype)
         curve = conversions.compose_rdp(qf, sf, tf)
@@ -665,12 +694,8 @@ def epsilon_schedule(q, sigma, steps, delta, *, tier: int | None = None) -> Prof
                                                 jnp.where(df > 0, df, 1e-300))
         e_rdp = jnp.where(df > 0, e_rdp, jnp.inf)
         ld = jnp.log(jnp.where(df > 0, df, 1e-300))
-        if nodes is None:
-            args = [np.asarray(v) for v in (qf, sf, tf, ld, e_rdp)]
-            e_prof, rel = (jnp.asarray(v) for v in _escalate(_epsilon_chunk, args,
-                                                             lambda r: r[0]))
-        else:
-            e_prof, rel = _epsilon_chunk(qf, sf, tf, ld, e_rdp, *nodes)
+        e_prof, rel = _evaluate(_epsilon_chunk, (qf, sf, tf, ld, e_rdp), lambda r: r[0], tier,
+                                concrete)
         use_rdp = ~(e_prof < e_rdp)
         res = ProfileEpsilon(jnp.where(use_rdp, e_rdp, e_prof), e_rdp, _status(use_rdp, rel))
         return ProfileEpsilon(*(v.reshape(shape) for v in res))
