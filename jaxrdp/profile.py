@@ -94,7 +94,7 @@ RDP_FALLBACK = 2
 #: relative error bound below which a value is :data:`PROFILE_OK` (and escalation stops).
 TOLERANCE = 1e-6
 #: (x-nodes of the complex moments, nodes on the half-line of the inverse Laplace integral).
-TIERS = ((129, 48), (257, 128), (513, 512), (2049, 1024))
+TIERS = ((129, 48), (257, 128), (513, 256), (1025, 1024))
 
 _E = 60.0  # target exponent for the discretisation error (e^-60)
 _DISC = 1e-9  # the step keeps the discretisation bound below this fraction of δ (Laplace)
