@@ -11,7 +11,8 @@ M_total = Π M_i^{T_i} (integer T_i, so the branch of log M is irrelevant). Both
 runs and all segments are one batch: every step below is vectorised over them.
 
 Contour (per run and direction): for δ(ε), c is the saddle point of
-φ(c) = Σ T_i log M_i(c) − cε − log(c(c+1)) (safeguarded Newton in log c: φ' is increasing);
+φ(c) = Σ T_i log M_i(c) − cε − log(c(c+1)) (safeguarded Newton in log c, steps capped: φ' is
+increasing);
 for ε(δ), c and the line's centre ε_c solve the Laplace approximation
 φ(c) − ½ log(2π φ''(c)) = log δ with ε_c = Σ T_i κ_i'(c) − 1/c − 1/(c+1) (the saddle condition),
 so one line serves the whole ε search. The step h comes from the curvature φ'' and from c;
@@ -102,7 +103,8 @@ _TAIL_RATIO, _TAIL_PIECES = 1.12, 48  # pieces of the truncation bound: H to 230
 _CHECK_PIECES = 30  # the first pieces (H to 30·H) also use |M| computed at their ends
 _COVER = 1.3  # the line covers at least ±1.3·w·√(2E) (a Gaussian bump of width w: e^{-1.7E})
 _NX_SEARCH = 65  # x-nodes of the real statistics that only steer the contour
-_SEARCH_ITERATIONS = 14  # safeguarded Newton steps for c (log scale)
+_SEARCH_ITERATIONS = 16  # safeguarded Newton steps for c (log scale)
+_MAX_LOG_STEP = 1.5  # largest Newton step in log c
 _NEWTON_ITERATIONS = 10  # Newton steps for ε on the line
 _STRIP = (0.9, 0.6, 0.35, 0.2, 0.1, 0.04)  # candidate strip half-widths a/c
 _NUDGE = (0.0, 1e-12, 1e-9, 1e-7, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2)  # ε(1+k) candidates
@@ -189,7 +191,10 @@ def _log_c_search(residual, shape, dtype):
         f, fp = residual(jnp.exp(y))
         lo = jnp.where(f < 0, y, lo)
         hi = jnp.where(f < 0, hi, y)
-        y_new = y - f / jnp.where(fp > 0, fp, 1.0)
+        # a step of at most _MAX_LOG_STEP: a full Newton step from far away can land where
+        # the search's coarse statistics no longer resolve the integrand
+        step = jnp.clip(f / jnp.where(fp > 0, fp, 1.0), -_MAX_LOG_STEP, _MAX_LOG_STEP)
+        y_new = y - step
         inside = (y_new > lo) & (y_new < hi) & (fp > 0)
         return jnp.where(inside, y_new, 0.5 * (lo + hi)), lo, hi
 

@@ -224,9 +224,22 @@ class _Config(NamedTuple):
 _ACCOUNTANTS = {
     "rdp": lambda cfg: _models.rdp_model(cfg.orders, cfg.method),
     "profile": lambda cfg: _models.EpsilonModel(
-        epsilon=lambda q, s, t, d: (profile.epsilon_core(q, s, t, d), None)
+        epsilon=lambda q, s, t, d: (profile.epsilon_core(q, s, t, d), None),
+        hints=lambda target, delta: (target, delta),
+        sigma_start=functools.partial(_profile_sigma_start, cfg),
     ),
 }
+
+#: The profile's σ* is a few percent below RDP's (5–8% on DP-SGD runs): its search starts there.
+_PROFILE_BELOW_RDP = 0.95
+
+
+def _profile_sigma_start(cfg, hints, q, steps):
+    """σ where the profile's σ search starts: a little below RDP's σ* (a cheap solve)."""
+    target, delta = hints
+    sigma_rdp, _, _ = _noise_core(cfg._replace(accountant="rdp"), target, delta, q, steps)
+    return jnp.where(jnp.isfinite(sigma_rdp) & (sigma_rdp > 0),
+                     _PROFILE_BELOW_RDP * sigma_rdp, 1.0)
 
 
 def _model(cfg: _Config) -> _models.EpsilonModel:

@@ -106,6 +106,20 @@ def test_envelope_bounds_the_tilted_characteristic_function():
     print("tightest margin", tightest)
 
 
+def test_epsilon_continuous_in_sigma_where_the_centre_search_once_failed():
+    """A DP-SGD run where the line's centre search (full Newton steps in log c) jumped to a
+    c its coarse statistics could not resolve, for σ·(1 ± 1e-6) but not σ: ε fell back to
+    RDP (+9%) there, and the σ calibration settled 0.7% loose. Now every σ is PROFILE_OK and
+    ε moves smoothly (dε/dσ·Δσ ≈ 1.2e-6 per step), well below RDP's ε."""
+    sigma = 2.530481564322127 * (1 + np.array([-2e-6, -1e-6, 0.0, 1e-6, 4e-6]))
+    with jax.enable_x64(True):
+        res = profile.epsilon(0.00766567548630566, sigma, 9991, 1e-5)
+    eps, rdp = np.asarray(res.epsilon), np.asarray(res.epsilon_rdp)
+    assert np.all(np.asarray(res.status) == profile.PROFILE_OK)
+    assert np.all(np.diff(eps) < 0) and np.all(np.abs(np.diff(eps) / eps[1:]) < 1e-5)
+    assert np.all(eps < 0.93 * rdp)
+
+
 def test_delta_never_below_references_and_never_above_rdp():
     rows = _rows()
     q, s, t, e = (np.array([float(r[k]) for r in rows]) for k in ("q", "sigma", "steps", "epsilon"))
