@@ -97,6 +97,7 @@ TOLERANCE = 1e-6
 #: (x-nodes of the complex moments, nodes on the half-line of the inverse Laplace integral).
 TIERS = ((129, 48), (257, 128), (513, 256), (1025, 1024))
 
+_FEW_RUNS, _FEW_RUNS_TIER = 8, 2  # escalation of calls with ≤ 8 runs starts at tier 2
 _E = 60.0  # target exponent for the discretisation error (e^-60)
 _DISC = 1e-9  # the step keeps the discretisation bound below this fraction of δ (Laplace)
 _TAIL_RATIO, _TAIL_PIECES = 1.12, 48  # pieces of the truncation bound: H to 230·H
@@ -618,14 +619,18 @@ def _flatten(q, sigma, steps, target, dtype):
 def _evaluate(fn, args, rank, tier, concrete: bool):
     """``fn(*args, nx, nu)`` on the tiers asked for.
 
-    Concrete inputs: escalation over every tier (``tier=None``) or the one tier, in chunks of
-    bounded memory. Under a transformation: one call on ``TIERS[tier]`` (default tier 1).
+    Concrete inputs: escalation over the tiers (``tier=None``) or the one tier, in chunks of
+    bounded memory; calls of at most :data:`_FEW_RUNS` runs start at tier
+    :data:`_FEW_RUNS_TIER` (each tier is its own program, traced about 1 s the first time in a
+    process, while one run costs milliseconds on any tier). Under a transformation: one call
+    on ``TIERS[tier]`` (default tier 1).
     """
     if tier is not None:
         _validate.check_choice("tier", tier, tuple(range(len(TIERS))))
     if not concrete:
         return fn(*args, *TIERS[1 if tier is None else tier])
-    tiers = TIERS if tier is None else (TIERS[tier],)
+    first = _FEW_RUNS_TIER if np.shape(args[0])[0] <= _FEW_RUNS else 0
+    tiers = TIERS[first:] if tier is None else (TIERS[tier],)
     return [jnp.asarray(v) for v in _escalate(fn, [np.asarray(a) for a in args], rank, tiers)]
 
 
