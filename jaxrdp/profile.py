@@ -45,9 +45,11 @@ nested estimate is meaningless (both rules alias alike: measured at T = 1, q = 0
 u = 120, a value 4e5 times too large with η = 1.6%) and η = ∞ is reported instead.
 
 Accuracy tiers (:data:`TIERS`, (x-nodes, line nodes)): called with concrete inputs, every run
-starts on the cheapest tier and only runs whose bounded relative error exceeds
-:data:`TOLERANCE` are recomputed on the next (all tiers are sound, so the smallest value is
-kept). The bigger tiers spend their line nodes on both a finer step and a longer line. Under a transformation (``jit``, ``grad``, ``vmap``) one tier runs for all, ``tier=1``
+starts on the cheapest tier (calls of at most 8 runs on the third: fewer programs to trace)
+and only runs whose bounded relative error exceeds :data:`TOLERANCE` are recomputed on the
+next (all tiers are sound, so the smallest value is kept). The bigger tiers spend their nodes
+on a finer x-grid (the oscillation e^{iuℓ(x)} resolved further along the line) and a longer
+line. Under a transformation (``jit``, ``grad``, ``vmap``) one tier runs for all, ``tier=1``
 unless given. Where even the last tier's bound exceeds the RDP δ (few sampled steps in the far
 tail: the loss is then nearly compound-Poisson and |M(c+iu)|^T decays slowly along the line) the
 RDP bound of :mod:`jaxrdp.conversions` (sound) is returned instead; per-element ``status`` says
