@@ -94,9 +94,9 @@ def real_stats(q, sigma, c, d, nx: int):
     the variance and fourth central moment of the tilted loss conditioned on x < x_k. One
     integration by parts on [x_k, ∞) and the Taylor bound on (−∞, x_k) give
     |M(c+iu)|/M(c) ≤ w_k·Q_k(u) + min(1 − w_k, v_k/|u|) for every k, with
-    Q_k(u) = √(1 − var_k u² + (μ₄,k/12 + var_k²/4)u⁴) (capped at 1; the symmetrised fourth-order
-    bound of ``profile._quartic``). k = 0 is the plain
-    total-variation bound. The left part matters when most of the tilted mass sits in a narrow
+    Q_k(u) = √(1 − var_k u² + (μ₄,k/12 + var_k²/4)u⁴) (capped at 1; the symmetrised
+    fourth-order bound of ``profile._quartic``). k = 0 is the plain total-variation bound.
+    The left part matters when most of the tilted mass sits in a narrow
     spike of near-zero loss (few sampled steps): its own small variance gives the T-fold
     product the Gaussian decay e^{−T w var u²/2} that the whole loss's moments cannot show.
     """

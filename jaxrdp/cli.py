@@ -275,7 +275,8 @@ def _cmd_batch_size(args) -> dict:
 def _show_batch_size(r: dict) -> str:
     return (
         f"largest batch size B = {r['batch_size']} meets ε ≤ {r['target_epsilon']:g} at "
-        f"δ = {r['delta']:.3g} ({_ACCOUNTANT_TEXT[r['accountant']]})\nDP-SGD: N = {r['dataset_size']}, q = {r['q']:.6g}, "
+        f"δ = {r['delta']:.3g} ({_ACCOUNTANT_TEXT[r['accountant']]})\n"
+        f"DP-SGD: N = {r['dataset_size']}, q = {r['q']:.6g}, "
         f"σ = {r['noise_multiplier']:g}, {r['epochs']:g} epochs = {r['steps']} steps"
     )
 

@@ -26,9 +26,10 @@ Error bound (added upward: the δ returned is the quadrature's value plus this b
   (|z(z+1)| ≥ c'² + u², and the maximum over the strip is at its edges by log-convexity);
   a is the best of a few fractions of c;
 * truncation at |u| > H: |F| ≤ M(c)^T e^{−cε} b(u)/u² with b a bound on |M(c+iu)|^T/M(c)^T
-  built per segment from (i) √(1 − 2αu² + (2γ + α²)u⁴) (fourth-order bound of the tilted loss's
-  characteristic function, α = κ''/2, γ = μ₄/24, valid where αu² ≤ 1), (ii) w_k + v_k/u for
-  split points x_k (mass left of x_k plus one integration by parts right of it) and (iii) |M|
+  built per segment from (i) √(1 − 2αu² + (2γ + α²)u⁴) (symmetrised fourth-order bound of the
+  tilted loss's characteristic function, α = κ''/2, γ = μ₄/24, valid for every u), (ii)
+  w_k·Q_k(u) + min(1 − w_k, v_k/u) for split points x_k (the same bound Q_k for the part left
+  of x_k, of mass w_k, plus one integration by parts right of it) and (iii) |M|
   computed at check points beyond H (with its own error) plus a Lipschitz term; integrated
   piecewise on a geometric grid and in closed form beyond it (:func:`_log_tail`). The same
   bound replaces a node of the line whose computed value is less certain than it;
@@ -39,11 +40,11 @@ Error bound (added upward: the δ returned is the quadrature's value plus this b
 
 Three parts of this bound are estimates rather than proofs: the moments' nested-rule error η
 (a posteriori, squared on halving for analytic integrands); the total variations in v_k,
-read off the x-grid and raised by 5%; and the envelope's moments (κ'', μ₄, and the mass, variance
-and μ₄ left of each split point), node sums of the same grid (``tests/test_profile.py``
-checks the envelope against a 400 001-node rule). All are conservative where the grid
-resolves the integrand; where it cannot resolve the oscillation e^{iuℓ(x)} (h_x·(|u|/σ² + 10/σ) > 2π) the
-nested estimate is meaningless (both rules alias alike: measured at T = 1, q = 0.5, σ = 1,
+read off the x-grid and raised by 5%; and the envelope's moments (κ'', μ₄, and the mass,
+variance and μ₄ left of each split point), node sums of the same grid
+(``tests/test_profile.py`` checks the envelope against a 400 001-node rule). All are
+conservative where the grid resolves the integrand; where it cannot resolve the oscillation
+e^{iuℓ(x)} (h_x·(|u|/σ² + 10/σ) > 2π) the nested estimate is meaningless (both rules alias alike: measured at T = 1, q = 0.5, σ = 1,
 u = 120, a value 4e5 times too large with η = 1.6%) and η = ∞ is reported instead.
 
 Accuracy tiers (:data:`TIERS`, (x-nodes, line nodes)): called with concrete inputs, every run
@@ -264,7 +265,7 @@ def _line(q, s, t, c, eps, nx, nu):
                    - 0.5 * jnp.log(2.0 * jnp.pi * _curvature(k2, c)))
     excess = jnp.logaddexp(0.0, log_2j - log_laplace[..., None] - np.log(_DISC))
     h = jnp.minimum(h, jnp.max(2.0 * jnp.pi * ac / excess, axis=-1))
-    score = jnp.maximum(km - (c[..., None] - ac) * e, kp - (c[..., None] + ac) * e)
+    score = jnp.maximum(km - cm_ * e, kp - cp_ * e)
     score = score - 2.0 * jnp.pi * ac / h[..., None]
     best = jnp.argmin(score, axis=-1)[..., None]
     pick = lambda v: jnp.take_along_axis(v, best, axis=-1)[..., 0]
@@ -275,8 +276,8 @@ def _line(q, s, t, c, eps, nx, nu):
     line = _Line(
         c=c, h=h, a=pick(ac), log_mt=jnp.sum(tt * log_m, axis=2),
         eta_t=jnp.sum(tt * jnp.log1p(eta), axis=2), abs_logm=jnp.sum(tt * jnp.abs(log_m), axis=2),
-        kap=kap, kap_m=pick(km), kap_p=pick(kp), alpha=alpha, gamma=gamma, w=w_split, log_v=log_v, alpha_l=alpha_l, gamma_l=gamma_l,
-        t=t[None], u=u,
+        kap=kap, kap_m=pick(km), kap_p=pick(kp), alpha=alpha, gamma=gamma, w=w_split, log_v=log_v,
+        alpha_l=alpha_l, gamma_l=gamma_l, t=t[None], u=u,
     )
     # bounds on |M_i(c+iu)|/M_i(c) at check points beyond H: computed value·(1 + η)
     uc = (h * nu)[..., None] * jnp.asarray(_TAIL_RATIO ** np.arange(_CHECK_PIECES + 1), h.dtype)
@@ -298,7 +299,6 @@ def _quartic(a, g, u):
     interval is at an end.
     """
     return jnp.sqrt(jnp.clip(1.0 - 2.0 * a * u**2 + (2.0 * g + a**2) * u**4, 0.0, 1.0))
-    return 1.0 - a * u**2 + g * u**4
 
 
 def _split_bound(line: _Line, u, u_hi=None):
@@ -308,11 +308,12 @@ def _split_bound(line: _Line, u, u_hi=None):
     its maximum over [u, u_hi] (at an end: it is convex in u²). ``u``, ``u_hi``:
     ``(2, n, m, 1)``; the result ``(2, n, m, S)``.
     """
-    u_hi = u if u_hi is None else u_hi
     v = jnp.exp(jnp.minimum(line.log_v[:, :, None], 700.0))
     a, g, w = line.alpha_l[:, :, None], line.gamma_l[:, :, None], line.w[:, :, None]
-    lo, hi = u[..., None], u_hi[..., None]
-    quartic = jnp.maximum(_quartic(a, g, lo), _quartic(a, g, hi))
+    lo = u[..., None]
+    quartic = _quartic(a, g, lo)
+    if u_hi is not None:
+        quartic = jnp.maximum(quartic, _quartic(a, g, u_hi[..., None]))
     return jnp.min(w * quartic + jnp.minimum(1.0 - w, v / lo), axis=-1)
 
 
@@ -320,9 +321,9 @@ def _log_envelope(line: _Line, u):
     """log of a bound on |M(c+iu)|^T / M(c)^T at u ``(2, n, m)``.
 
     Per segment |M_i(c+iu)|/M_i(c) = |E e^{iuL̃}| for the tilted, centred loss L̃, which is at
-    most 1; at most w_k + v_k/u for every split point k (:func:`jaxrdp._complex_moments.real_stats`:
-    the mass left of x_k, and one integration by parts right of it); and at most
-    :func:`_quartic` (α = κ''/2, γ = μ₄/24).
+    most 1; at most :func:`_split_bound` for every split point k (the part left of x_k and
+    one integration by parts right of it, :func:`jaxrdp._complex_moments.real_stats`); and at
+    most :func:`_quartic` (α = κ''/2, γ = μ₄/24).
     """
     uu = u[..., None]
     a, g, t = (v[:, :, None, :] for v in (line.alpha, line.gamma, line.t))

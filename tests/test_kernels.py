@@ -472,9 +472,9 @@ def test_float32_shared_orders_path_is_sound_and_accurate():
     # log A and RDP in one program each (they share the quadrature: one compilation)
     both = lambda a, b: (jaxrdp.log_a(a, b, _F32_GRID_ORDERS), jaxrdp.rdp(a, b, _F32_GRID_ORDERS))  # noqa: E731
     f32s = jax.jit(both)(q[:, None], sigma[:, None])
+    orders64 = np.float32(_F32_GRID_ORDERS).astype(np.float64)
     with jax.enable_x64(True):
-        f64s = jax.jit(lambda a, b: (jaxrdp.log_a(a, b, np.float32(_F32_GRID_ORDERS).astype(np.float64)),
-                                     jaxrdp.rdp(a, b, np.float32(_F32_GRID_ORDERS).astype(np.float64))))(
+        f64s = jax.jit(lambda a, b: (jaxrdp.log_a(a, b, orders64), jaxrdp.rdp(a, b, orders64)))(
             q.astype(np.float64)[:, None], sigma.astype(np.float64)[:, None])
     alpha = np.broadcast_to(_F32_GRID_ORDERS, f64s[0].shape)
     q64 = np.broadcast_to(q.astype(np.float64)[:, None], alpha.shape)
