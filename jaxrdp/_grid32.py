@@ -327,9 +327,7 @@ def _shared_log_a_minus_one(q, cell: _Cell, alphas: tuple[float, ...], n_panels:
 
 
 def _elementwise(q, sigma, alphas: tuple[float, ...]):
-    alpha = jnp.asarray(alphas, jnp.float32)
-    qq, ss, aa = jnp.broadcast_arrays(q[:, None], sigma[:, None], alpha[None, :])
-    return _quadrature.log_a_minus_one(qq, ss, aa, _quadrature.FLOAT32_CONFIG)
+    return _grid.elementwise_log_a_minus_one(q, sigma, alphas, _quadrature.FLOAT32_CONFIG)
 
 
 @functools.partial(jax.custom_jvp, nondiff_argnums=(2,))

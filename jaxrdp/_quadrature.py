@@ -164,7 +164,40 @@ def _windows(log_q, log1m_q, s, alpha, cfg: QuadratureConfig):
     return tuple(pieces), (mode_a, mode_b)
 
 
+#: Lanes per block of :func:`log_a_minus_one`. Its temporaries hold lanes × nodes values
+#: (~150 nodes per lane), and XLA's CPU runtime sets up a program's temporaries on every
+#: run, even for a branch that is not taken. Measured on 256 cells × 90 orders: 865 µs
+#: per cell in one piece, 449 µs in blocks of 16 cells; and the fast path's fallback
+#: branch, never taken, slowed its chunks 1.6× while it was evaluated in one piece.
+BLOCK_LANES = 1024
+
+
 def log_a_minus_one(q, sigma, alpha, cfg: QuadratureConfig):
+    """``log(A_α − 1)`` for ``0 < q < 1``, ``σ > 0``, ``α > 1`` (all finite), elementwise.
+
+    Large inputs are evaluated in blocks of :data:`BLOCK_LANES` lanes, one after another.
+
+    Args:
+      q, sigma, alpha: arrays of one floating dtype, mutually broadcastable.
+      cfg: static quadrature settings.
+
+    Returns:
+      Array of the broadcast shape.
+    """
+    q, sigma, alpha = jnp.broadcast_arrays(q, sigma, alpha)
+    n = q.size
+    if n <= BLOCK_LANES:
+        return _log_a_minus_one(q, sigma, alpha, cfg)
+    blocks = -(-n // BLOCK_LANES)
+    pad = blocks * BLOCK_LANES - n
+    # Padding lanes get a regular dummy cell (q = 1/2, σ = 1, α = 2).
+    lanes = [jnp.concatenate([v.reshape(-1), jnp.full((pad,), fill, v.dtype)]).reshape(blocks, -1)
+             for v, fill in ((q, 0.5), (sigma, 1.0), (alpha, 2.0))]
+    out = jax.lax.map(lambda a: _log_a_minus_one(*a, cfg), tuple(lanes))
+    return out.reshape(-1)[:n].reshape(q.shape)
+
+
+def _log_a_minus_one(q, sigma, alpha, cfg: QuadratureConfig):
     """``log(A_α − 1)`` for ``0 < q < 1``, ``σ > 0``, ``α > 1`` (all finite), elementwise.
 
     Args:

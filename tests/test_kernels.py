@@ -499,7 +499,7 @@ def test_float32_shared_tiers_match_float64(tier):
     # The float32 shared quadrature of each tier against the float64 elementwise quadrature
     # (checked against mpmath above) over the tier's σ range, q from 1e-30 to 1 − 1e-7 and
     # orders from 1.01 to just below SHARED_MAX_ORDER.
-    from jaxrdp import _grid, _grid32
+    from jaxrdp import _grid, _grid32, _quadrature
 
     limit, panels, nodes = _grid32.SHARED_TIERS[tier]
     low = _grid32.SHARED_TIERS[tier - 1][0] if tier else 0.05
@@ -514,7 +514,7 @@ def test_float32_shared_tiers_match_float64(tier):
         lambda a, b: _grid32._shared_log_a_minus_one(a, _grid32._cell(a, b), alphas, panels, nodes)
     )(q, sigma))
     with jax.enable_x64(True):
-        ref = np.asarray(jax.jit(lambda a, b: _grid._elementwise_log_a_minus_one(a, b, alphas))(
+        ref = np.asarray(jax.jit(lambda a, b: _grid.elementwise_log_a_minus_one(a, b, alphas, _quadrature.FLOAT64_CONFIG))(
             jnp.asarray(q, jnp.float64), jnp.asarray(sigma, jnp.float64)))
     assert np.all(np.isfinite(got))
     # Relative error of log A = log1p(e^{log(A − 1)}); cells where A − 1 is a float32
@@ -702,7 +702,7 @@ def test_scaled_tiers_match_the_elementwise_quadrature(tier):
     # against mpmath above) over random cells of the tier's σ range, with q from 1e-300
     # to 1 − 1e-15 and orders up to just below SHARED_MAX_ORDER (where βL is largest and
     # the split product is used).
-    from jaxrdp import _grid
+    from jaxrdp import _grid, _quadrature
 
     limit, panels, nodes = _grid.SHARED_TIERS[tier]
     assert limit <= _grid._SCALED_MAX_S
@@ -715,7 +715,7 @@ def test_scaled_tiers_match_the_elementwise_quadrature(tier):
     s = np.concatenate([rng.uniform(low, limit, n - 8), np.full(8, limit)])
     with jax.enable_x64(True):
         q, sigma = jnp.asarray(q), jnp.asarray(1 / s)
-        ref = np.asarray(jax.jit(lambda a, b: _grid._elementwise_log_a_minus_one(a, b, alphas))(q, sigma))
+        ref = np.asarray(jax.jit(lambda a, b: _grid.elementwise_log_a_minus_one(a, b, alphas, _quadrature.FLOAT64_CONFIG))(q, sigma))
         got = np.asarray(
             jax.jit(
                 lambda a, b: _grid._scaled_log_a_minus_one(
@@ -726,7 +726,7 @@ def test_scaled_tiers_match_the_elementwise_quadrature(tier):
     assert np.all(np.isfinite(got))
     # log(A − 1) differences are relative errors of A − 1; below e^-200 the ulp of
     # log(A − 1) itself dominates, so those cells are compared relative to log(A − 1).
-    # Measured: up to 5.7e-14 (one ulp of log(A − 1) ≈ 260) and 2.2e-16.
+    # Measured: up to 8.5e-14 (one ulp of log(A − 1) ≈ 260 is 5.7e-14) and 2.2e-16.
     sizable = ref > -200
     assert sizable.sum() > 0.3 * ref.size and ref.max() > 100
     assert np.abs(got - ref)[sizable].max() < 3e-13
@@ -744,3 +744,39 @@ def test_grid_integer_orders_keep_precision_near_q_one():
             ref = np.array([float(mp_reference.log_a_integer(q, sigma, int(a), dps=60)) for a in orders])
             raw = (got / ref) / (1 + kernels.FLOAT64_SAFETY_MARGIN) - 1
             assert np.abs(raw).max() < 2e-13, (q, sigma, raw)
+
+
+def test_ladder_splits_regular_orders_and_leaves_the_rest():
+    # dp_accounting's 90 fractional orders are β = m + j·0.1 (m, j ≤ 9) up to rounding;
+    # 1.01 and 11.99 are not on that ladder and keep their own expm1.
+    from jaxrdp import _grid
+
+    frac = DP_ACCOUNTING_ORDERS[DP_ACCOUNTING_ORDERS != np.round(DP_ACCOUNTING_ORDERS)]
+    beta = np.concatenate([[0.01], frac - 1.0, [10.99]])
+    n_m, n_j, d, idx_m, idx_j = _grid._ladder(tuple(beta.tolist()))
+    assert abs(d - 0.1) < 1e-15 and (n_m, n_j) == (10, 10)
+    assert idx_m[0] == idx_m[-1] == -1 and np.all(idx_m[1:-1] >= 0)
+    np.testing.assert_allclose(idx_m[1:-1] + idx_j[1:-1] * d, beta[1:-1], rtol=4e-15)
+    # Irregular orders: no ladder worth its rungs.
+    rng = np.random.default_rng(0)
+    assert _grid._ladder(tuple(rng.uniform(0.05, 11, 40).tolist())) is None
+
+
+def test_ladder_helpers_keep_full_relative_precision():
+    # h(z) = expm1(z) − z and log(1 + x) − x/(1 + x) against 50-digit mpmath on both
+    # sides of the switch between series and direct form (|z| = 1, |y| = 0.1).
+    from jaxrdp import _grid
+
+    mp.mp.dps = 50
+    z = np.concatenate([np.geomspace(1e-9, 30, 40), -np.geomspace(1e-9, 30, 40), [1.0, -1.0]])
+    x = np.concatenate([np.geomspace(1e-9, 1e6, 40), -np.geomspace(1e-9, 0.99, 40), [1 / 9, -1 / 11]])
+    with jax.enable_x64(True):
+        zj = jnp.asarray(z)
+        h = np.asarray(_grid._expm1_minus_identity(zj, jnp.expm1(zj)))
+        xj = jnp.asarray(x)
+        gap = np.asarray(_grid._log1p_minus_ratio(jnp.log1p(xj), xj / (1 + xj)))
+    h_ref = np.array([float(mp.expm1(mp.mpf(v)) - mp.mpf(v)) for v in z])
+    gap_ref = np.array([float(mp.log1p(mp.mpf(v)) - mp.mpf(v) / (1 + mp.mpf(v))) for v in x])
+    assert np.max(np.abs(h / h_ref - 1)) < 1e-15  # measured 2.2e-16
+    # The direct form log1p(x) − y loses up to ~20 ulps just past |y| = 0.1.
+    assert np.max(np.abs(gap / gap_ref - 1)) < 6e-15
