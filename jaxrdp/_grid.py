@@ -127,18 +127,19 @@ def _integer_log_a_minus_one(log_q, log1m_q, s, groups: tuple[tuple[int, ...], .
     # expm1(k(k−1)s²/2) is shared by every order; −inf for k < 2 (those terms cancel).
     safe = np.where(half_kk > 0, half_kk, 1.0)
     y = safe * (s * s)[:, None]
-    head = min(n_all, _LOG_EXPM1_HEAD)
-    if n_all > head:
-        # log expm1(y) = y + log(1 − e^{−y}), and the last part is below 1e-16 in size
-        # (under a 1e-17 fraction of y) once y ≥ 37: when every cell has y ≥ 37 from
-        # k = head on, those terms skip two transcendental functions (they were a sixth
-        # of the fast path's time for dp_accounting's orders).
-        tail_exact = jnp.min(s) ** 2 * half_kk[head] >= 37.0
-        log_e = jax.lax.cond(
-            tail_exact,
-            lambda: jnp.concatenate([_logmath.log_expm1(y[:, :head]), y[:, head:]], axis=1),
-            lambda: _logmath.log_expm1(y),
-        )
+    # log expm1(y) = y + log(1 − e^{−y}), and the last part is below 1e-16 in size (under a
+    # 1e-17 fraction of y) once y ≥ 37: terms from the first k where that holds for every
+    # cell of the chunk on skip two transcendental functions (the full array was a sixth
+    # of the fast path's time for dp_accounting's orders).
+    heads = [h for h in _LOG_EXPM1_HEADS if h < n_all]
+    if heads:
+        def head_first(head):
+            return lambda: jnp.concatenate([_logmath.log_expm1(y[:, :head]), y[:, head:]], axis=1)
+
+        need = np.asarray([0.5 * h * (h - 1.0) for h in heads])
+        branch = jnp.sum(jnp.min(s) ** 2 * need < 37.0)  # first head that is exact, or none
+        log_e = jax.lax.switch(branch, [head_first(h) for h in heads]
+                               + [lambda: _logmath.log_expm1(y)])
     else:
         log_e = _logmath.log_expm1(y)
     log_e = jnp.where(half_kk > 0, log_e, -jnp.inf)
@@ -188,9 +189,9 @@ def _integer_group(u, log1m_q, alphas: tuple[int, ...]):
     return out.T
 
 
-#: Terms from this k on drop the ``log(1 − e^{−y})`` part of ``log expm1(y)`` where it is
-#: below 1e-16 for every cell of a chunk (see :func:`_integer_log_a_minus_one`).
-_LOG_EXPM1_HEAD = 65
+#: Candidate first terms from which ``log expm1(y)`` drops its ``log(1 − e^{−y})`` part
+#: (where it is below 1e-16 for every cell of a chunk; see :func:`_integer_log_a_minus_one`).
+_LOG_EXPM1_HEADS = (65, 129, 257, 513)
 #: Size classes with at most this many (order, term) pairs are summed in one pass.
 _INTEGER_BLOCK_TERMS = 4096
 
