@@ -127,21 +127,10 @@ def _integer_log_a_minus_one(log_q, log1m_q, s, groups: tuple[tuple[int, ...], .
     # expm1(k(k−1)s²/2) is shared by every order; −inf for k < 2 (those terms cancel).
     safe = np.where(half_kk > 0, half_kk, 1.0)
     y = safe * (s * s)[:, None]
-    # log expm1(y) = y + log(1 − e^{−y}), and the last part is below 1e-16 in size (under a
-    # 1e-17 fraction of y) once y ≥ 37: terms from the first k where that holds for every
-    # cell of the chunk on skip two transcendental functions (the full array was a sixth
-    # of the fast path's time for dp_accounting's orders).
-    heads = [h for h in _LOG_EXPM1_HEADS if h < n_all]
-    if heads:
-        def head_first(head):
-            return lambda: jnp.concatenate([_logmath.log_expm1(y[:, :head]), y[:, head:]], axis=1)
-
-        need = np.asarray([0.5 * h * (h - 1.0) for h in heads])
-        branch = jnp.sum(jnp.min(s) ** 2 * need < 37.0)  # first head that is exact, or none
-        log_e = jax.lax.switch(branch, [head_first(h) for h in heads]
-                               + [lambda: _logmath.log_expm1(y)])
-    else:
-        log_e = _logmath.log_expm1(y)
+    log_e = by_exact_head(
+        s, n_all,
+        lambda head: jnp.concatenate([_logmath.log_expm1(y[:, :head]), y[:, head:]], axis=1),
+        lambda: _logmath.log_expm1(y))
     log_e = jnp.where(half_kk > 0, log_e, -jnp.inf)
     u = log_e + k * log_q[:, None]  # (C, K)
     return [_integer_group(u, log1m_q, alphas) for alphas in groups]
@@ -168,7 +157,7 @@ def _integer_group(u, log1m_q, alphas: tuple[int, ...]):
         terms = u + rows + (alpha - k) * log1m_q
         return jnp.log(jnp.sum(jnp.exp(terms - shift[..., None]), axis=-1)) + shift
 
-    if len(alphas) * n_terms <= _INTEGER_BLOCK_TERMS:
+    if len(alphas) * n_terms <= INTEGER_BLOCK_TERMS:
         # Small classes in one fused pass over (C, G, K): a scan step costs more than its
         # work here.
         last = np.asarray(alphas)
@@ -189,11 +178,34 @@ def _integer_group(u, log1m_q, alphas: tuple[int, ...]):
     return out.T
 
 
+#: Chunks of fewer cells skip the ladder and the exact-head switch: on one cell (one
+#: ``epsilon`` call) their extra program steps cost more than they save (0.31 against
+#: 0.27 ms per call).
+_MIN_CELLS_FOR_SHORTCUTS = 16
 #: Candidate first terms from which ``log expm1(y)`` drops its ``log(1 − e^{−y})`` part
-#: (where it is below 1e-16 for every cell of a chunk; see :func:`_integer_log_a_minus_one`).
+#: (where it is below 1e-16 for every cell of a chunk; see :func:`by_exact_head`).
 _LOG_EXPM1_HEADS = (65, 129, 257, 513)
-#: Size classes with at most this many (order, term) pairs are summed in one pass.
-_INTEGER_BLOCK_TERMS = 4096
+
+
+def by_exact_head(s, n_all: int, with_head, full):
+    """``with_head(head)`` for the first static head from which ``log expm1(k(k−1)s²/2)`` is
+    ``k(k−1)s²/2`` to below 1e-16 for every cell (``y ≥ 37``), else ``full()``.
+
+    ``log expm1(y) = y + log(1 − e^{−y})``: the terms past the head skip two transcendental
+    functions (the full array of k ≤ 1 024 was a sixth of the fast path's time for
+    dp_accounting's orders). One branch per chunk, chosen by its smallest ``s = 1/σ``.
+    """
+    heads = [h for h in _LOG_EXPM1_HEADS if h < n_all]
+    if not heads or s.shape[0] < _MIN_CELLS_FOR_SHORTCUTS:
+        return full()
+    need = np.asarray([0.5 * h * (h - 1.0) for h in heads])
+    branch = jnp.sum(jnp.min(s) ** 2 * need < 37.0)  # first exact head, or len(heads)
+    return jax.lax.switch(branch, [functools.partial(with_head, h) for h in heads] + [full])
+
+
+#: Size classes with at most this many (order, term) pairs are summed in one pass (float64
+#: and float32).
+INTEGER_BLOCK_TERMS = 4096
 
 
 def _shared_cover(s, alpha_max: float, cfg):
@@ -420,7 +432,9 @@ def _scaled_log_a_minus_one(
     # ladder (see _ladder) share its rungs instead of an expm1 each.
     beta = alpha - 1.0
     direct = beta * (exponent_max / (alpha_max - 1.0)) <= _SPLIT_EXPONENT
-    ladder = _ladder(tuple(beta[direct].tolist())) if direct.sum() else None
+    # (The ladder's extra program steps cost more than they save on a handful of cells.)
+    worth = direct.sum() and q.shape[0] >= _MIN_CELLS_FOR_SHORTCUTS
+    ladder = _ladder(tuple(beta[direct].tolist())) if worth else None
     on_ladder = np.zeros_like(direct)
     blocks, order = [], []
     if ladder is not None:
