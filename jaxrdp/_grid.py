@@ -489,10 +489,11 @@ def _ladder(betas: tuple[float, ...]):
     """Write the orders' ``β = α − 1`` as ``m + j·d`` (integer ``m``, ``0 ≤ j ≤ J``), or None.
 
     ``d`` is the fractional part of one of the orders that makes the most of them such
-    sums (dp_accounting's 90 fractional orders: ``d = 0.1``, ``m ≤ 9``, ``j ≤ 9``). An order
-    belongs to the ladder when ``β − m − j·d`` is within 8 ulps of ``β`` (rounding of a
-    regular grid), so it is evaluated at an order as close to its own as the rounding of
-    ``β·L`` already puts a direct evaluation. Returned only when the ladder has at least
+    sums for the fewest rungs (dp_accounting's 90 fractional orders: ``d = 0.1``, ``m ≤ 9``, ``j ≤ 9``). An order
+    belongs to the ladder when ``|β − m − j·d|`` is at most 32 ulps of ``β`` (the rounding of
+    a regular grid: dp_accounting's orders are within 4.5e-15·β), so it is evaluated at an
+    order within 7.2e-15·β of its own. For small q, d log(A − 1)/dα = (2α − 1)/(α(α − 1)),
+    so A − 1 moves by at most 2·7.2e-15 relatively, well inside the 5e-13 margin. Returned only when the ladder has at least
     :data:`_LADDER_MIN_ORDERS` orders and at most half as many rungs as orders.
 
     Returns:
@@ -502,13 +503,15 @@ def _ladder(betas: tuple[float, ...]):
     beta = np.asarray(betas, dtype=np.float64)
     whole = np.floor(beta)
     frac = beta - whole  # exact: Sterbenz for β ≥ 1, trivially for β < 1
-    tol = 8.0 * np.spacing(np.maximum(beta, 1.0))
-    best = None
+    tol = 32.0 * np.spacing(beta)
+    best, best_score = None, -np.inf
     for d in np.unique(frac[frac > 0]):
         j = np.round(frac / d)
         member = (np.abs(frac - j * d) <= tol) & (j <= _LADDER_MAX_STEPS)
-        if best is None or member.sum() > best[1].sum():
-            best = (float(d), member, j)
+        # an order off the ladder costs about what a rung costs (one pass over the nodes)
+        score = member.sum() - (whole[member].max(initial=0) + j[member].max(initial=0) + 2)
+        if score > best_score:
+            best, best_score = (float(d), member, j), score
     if best is None:
         return None
     d, member, j = best
