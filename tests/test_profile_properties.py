@@ -466,6 +466,22 @@ def test_pld_cases_reach_the_accuracy_target(pld_comparison):
     assert np.all(np.abs(re.epsilon / pld["e", True] - 1) < 1e-4)
 
 
+@pytest.mark.slow
+def test_few_sampled_run_is_tight_on_a_line_closer_to_the_axis():
+    """q·T = 0.24 (a quarter of a sampled step per run), σ = 4.71: at the saddle c ≈ 300 the
+    line's step, set by the curvature of the far mode, left the line 100× too short, and the
+    run fell back to RDP (ε 0.0210). The retry on Re z = c/2 (the integral does not depend on
+    the line; every bound holds on any) gives a bounded value 1.3% above the pessimistic PLD
+    (measured 0.0085664 against 0.0084571 at discretisation 1e-4), 2.45× below RDP."""
+    q, sigma, steps, delta = 0.0010790840445381387, 4.710858568334594, 219, 1e-5
+    res = profile.epsilon(q, sigma, steps, delta)
+    e = float(res.epsilon)
+    pess = _pld(q, sigma, steps, True).get_epsilon_for_delta(delta)
+    assert int(res.status) in (profile.PROFILE_OK, profile.PROFILE_LOOSE)
+    assert pess * (1 - 1e-3) <= e <= pess * 1.03
+    assert e < 0.5 * float(res.epsilon_rdp)
+
+
 # ----------------------------------------------------------------------------------------------
 # 4. the corners of the domain
 # ----------------------------------------------------------------------------------------------
