@@ -398,7 +398,7 @@ def _scaled_log_a_minus_one(
 
         return jax.lax.scan(body, None, jnp.asarray(betas))[1].T
 
-    def ladder_sums(betas, ladder):
+    def ladder_sums(betas, n_m, n_j, d, idx_m, idx_j):
         # Σ_n P_n·g_n/(1 + x_n) without a pass over the nodes per order. With h(z) =
         # expm1(z) − z ≥ 0, g/(1 + x) = expm1(βL) − βy = h(βL) + β·(L − y), both parts
         # ≥ 0 (log(1 + x) ≥ x/(1 + x)). For β = m + j·d (a rung of each ladder, see
@@ -407,8 +407,6 @@ def _scaled_log_a_minus_one(
         # without cancellation (the last one as one small matrix product per cell).
         # Rungs by recurrence (a tier-1 chunk: 9.8 µs per cell, 19 µs with an expm1 per
         # rung and node).
-        n_m, n_j, d, idx_m, idx_j = ladder
-
         def rungs(z, count):
             # (expm1(rz), Σ_n P·h(rz)) for r = 0 … count − 1, by e_{r+1} = e_r + e_1(1 + e_r)
             # and h_{r+1} = h_r + h_1 + e_r·e_1 (terms of one sign, no cancellation).
@@ -439,9 +437,9 @@ def _scaled_log_a_minus_one(
     blocks, order = [], []
     if ladder is not None:
         n_m, n_j, d, idx_m, idx_j = ladder
-        on_ladder[np.flatnonzero(direct)[idx_m >= 0]] = True
-        keep = idx_m >= 0
-        blocks.append(ladder_sums(beta[on_ladder], (n_m, n_j, d, idx_m[keep], idx_j[keep])))
+        member = idx_m >= 0
+        on_ladder[np.flatnonzero(direct)[member]] = True
+        blocks.append(ladder_sums(beta[on_ladder], n_m, n_j, d, idx_m[member], idx_j[member]))
         order.append(np.flatnonzero(on_ladder))
     for group, split in ((direct & ~on_ladder, False), (~direct, True)):
         if group.any():

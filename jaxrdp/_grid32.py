@@ -141,7 +141,7 @@ def _integer_shared(cell: _Cell, n_max: int) -> dd.DoubleFloat:
     y_big = jnp.maximum(y.hi, 1.0)
     y_small = jnp.clip(y.hi, np.float32(np.finfo(np.float32).tiny), 1.0)
 
-    def correction(cols=slice(None)):
+    def log_correction(cols=slice(None)):
         return jnp.where(big[:, cols], jnp.log(-jnp.expm1(-y_big[:, cols])),
                          jnp.log(jnp.expm1(y_small[:, cols]) / y_small[:, cols]))
 
@@ -149,8 +149,8 @@ def _integer_shared(cell: _Cell, n_max: int) -> dd.DoubleFloat:
     correction = _grid.by_exact_head(
         dd.to_float(cell.s), n_max + 1,
         lambda head: jnp.concatenate(
-            [correction(slice(0, head - 2)), jnp.zeros_like(y.hi[:, head - 2:])], axis=1),
-        correction)
+            [log_correction(slice(0, head - 2)), jnp.zeros_like(y.hi[:, head - 2:])], axis=1),
+        log_correction)
     log_y = dd.add(dd.DoubleFloat(lh_hi[None, :], lh_lo[None, :]), _ex(dd.scale(cell.log_s, 2.0)))
     lead = dd.where(big, y, log_y)
     log_e = dd.add(lead, dd.from_float(correction))
@@ -198,15 +198,16 @@ def _integer_group(w: dd.DoubleFloat, cell: _Cell, alphas: tuple[int, ...]):
     fix = jnp.where(jnp.isfinite(fix), fix, 0.0)
     rel = dd.add(rel, dd.from_float(-fix))
 
+    def summed(w_hi, w_lo, row_hi, row_lo, ok, rel_hi, rel_lo):  # one order or a whole class
+        terms = jnp.exp(log_terms(w_hi, w_lo, row_hi, row_lo, rel_hi[..., None], rel_lo[..., None]))
+        return jnp.sum(jnp.where(ok, terms, 0.0), axis=-1)
+
     if len(alphas) * n_terms <= _grid.INTEGER_BLOCK_TERMS:  # the class in one fused pass
-        terms = jnp.exp(log_terms(w.hi[:, None, :], w.lo[:, None, :], c_hi, c_lo,
-                                  rel.hi[..., None], rel.lo[..., None]))
-        total = jnp.sum(jnp.where(valid, terms, 0.0), axis=-1)  # (C, G)
+        total = summed(w.hi[:, None, :], w.lo[:, None, :], c_hi, c_lo, valid, rel.hi, rel.lo)
     else:
         def body(_, order):
             row_hi, row_lo, ok, rel_hi, rel_lo = order
-            terms = jnp.exp(log_terms(w.hi, w.lo, row_hi, row_lo, rel_hi[:, None], rel_lo[:, None]))
-            return None, jnp.sum(jnp.where(ok, terms, 0.0), axis=-1)
+            return None, summed(w.hi, w.lo, row_hi, row_lo, ok, rel_hi, rel_lo)
 
         _, total = jax.lax.scan(body, None, (c_hi, c_lo, jnp.asarray(valid), rel.hi.T, rel.lo.T))
         total = total.T
