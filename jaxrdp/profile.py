@@ -282,7 +282,7 @@ def _line(q, s, t, c, eps, nx, nu):
     pick = lambda v: jnp.take_along_axis(v, best, axis=-1)[..., 0]
     u = h[..., None] * jnp.arange(nu, dtype=c.dtype)
     d = _DIRS.reshape(2, 1, 1)
-    log_m, eta = cm.log_moment_line(q[None], s[None], c[..., None], d, u[:, :, None, :], nx)
+    log_m, eta = cm.log_moment_uniform_line(q[None], s[None], c[..., None], d, h[..., None], nu, nx)
     tt = t[None, :, :, None]
     line = _Line(
         c=c, h=h, a=pick(ac), log_mt=jnp.sum(tt * log_m, axis=2),
