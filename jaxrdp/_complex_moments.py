@@ -14,12 +14,13 @@ spectrally accurate for this analytic, Gaussian-decaying integrand) is shared by
 u of the line. Terms are exp(g_k − m + i·u·d·ℓ_k) with g_k = log(φ(x_k) h_x) + aℓ_k and
 m = max_k g_k, so no overflow and no cancellation in ℓ. On the equispaced points u_k = k·h of
 the line proper (:func:`log_moment_uniform_line`) the sum over x is a matrix product, by
-blocks of k, with (n/b + b)·nx exponentials instead of n·nx. The error is estimated a posteriori
-from the nested rule with step 2h_x (the even nodes): η_c = |S_h − S_2h|/|S_h|; the fine
-rule's error is taken as 10·η_c² (errors square on halving for analytic integrands) when
-η_c < 1e-3, else η_c, plus a rounding term eps·(4 + |u|·max|ℓ| + max|g−m|)·Σ|terms|/|S|.
-Where the grid cannot resolve the oscillation e^{iuℓ} (see ``_RESOLVE``; the nested estimate
-is then meaningless: both rules alias alike), the error is reported infinite.
+blocks of k, with far fewer exponentials (:func:`block_phases`). The error is estimated a
+posteriori from the nested rule with step 2h_x (the even nodes): η_c = |S_h − S_2h|/|S_h|;
+the fine rule's error is taken as 10·η_c² (errors square on halving for analytic integrands)
+when η_c < 1e-3, else η_c, plus a rounding term eps·(16 + |u|·max|ℓ| + max|g−m|)·Σ|terms|/|S|
+(16 covers the products of :func:`block_phases`). Where the grid cannot resolve the
+oscillation e^{iuℓ} (see ``_RESOLVE``; the nested estimate is then meaningless: both rules
+alias alike), the error is reported infinite.
 """
 
 from __future__ import annotations
@@ -147,6 +148,46 @@ def _line_sums(ell, ga, d, u):
     return fine, coarse
 
 
+#: largest run of phases e^{ijφ} taken from cos/sin directly; longer runs are products
+#: e^{i(8a + j)φ} = e^{i8aφ}·e^{ijφ} (fewer transcendentals, one more rounded product each).
+_DIRECT_PHASES = 64
+
+
+def _phase_run(phi, count: int):
+    """(cos, sin) of kφ for k < count (a power of two), shape ``phi.shape[:-1] + (count, phi.shape[-1])``."""
+    dt = jnp.result_type(phi)
+    if count <= _DIRECT_PHASES:
+        angle = jnp.arange(count, dtype=dt)[:, None] * phi[..., None, :]
+        # computed once: XLA would otherwise recompute them inside each product that uses them
+        return jax.lax.optimization_barrier((jnp.cos(angle), jnp.sin(angle)))
+    lc, ls = _phase_run(phi, _DIRECT_PHASES)
+    hc, hs = _phase_run(_DIRECT_PHASES * phi, count // _DIRECT_PHASES)
+    hc, hs = hc[..., :, None, :], hs[..., :, None, :]
+    lc, ls = lc[..., None, :, :], ls[..., None, :, :]
+    shape = phi.shape[:-1] + (count, phi.shape[-1])
+    return (hc * lc - hs * ls).reshape(shape), (hs * lc + hc * ls).reshape(shape)
+
+
+def block_phases(phi, n: int):
+    """e^{ikφ} for k < n as two factors: (e^{ibmφ} ``(..., R, m)``, e^{ijφ} ``(..., b, m)``), k = bm + j.
+
+    ``phi``: ``(..., m)``. b ≈ √n is a power of two and R = ⌈n/b⌉ (padded to a power of two),
+    each factor a :func:`_phase_run`: at n = 1 024, 24 complex exponentials instead of 1 024.
+    A phase carries the rounding of its factors' angles (eps·|kφ| in all) and of at most four
+    complex products.
+    """
+    b = 1 << max(0, (int(n - 1).bit_length() + 1) // 2)
+    rows = 1 << max(0, int(-(-n // b) - 1).bit_length())
+    return _phase_run(b * phi, rows), _phase_run(phi, b)
+
+
+def equispaced_phases(phi, n: int):
+    """e^{ikφ} for k < n, shape ``phi.shape + (n,)``, from :func:`block_phases`."""
+    (oc, os_), (ic, is_) = block_phases(phi[..., None], n)
+    out = (oc + 1j * os_)[..., :, None, 0] * (ic + 1j * is_)[..., None, :, 0]
+    return out.reshape(out.shape[:-2] + (-1,))[..., :n]
+
+
 def _uniform_line_sums(ell, ga, d, h, n: int):
     """The sums of :func:`_line_sums` at u_k = k·h, k < n, by blocks: (b·m + j)·h.
 
@@ -154,19 +195,14 @@ def _uniform_line_sums(ell, ga, d, h, n: int):
     of an ``(n/b, nx)`` and an ``(nx, b)`` matrix (one per batch element and parity of the
     node): (n/b + b)·nx complex exponentials instead of n·nx. Each factor's phase carries an
     absolute rounding error of eps·|phase| and the product one more unit, so a term's
-    error stays within the eps·(4 + |u|·max|ℓ|) of :func:`_error`.
+    error stays within the eps·(16 + |u|·max|ℓ|) of :func:`_finish`.
     """
-    b = 1 << max(0, (int(n - 1).bit_length() + 1) // 2)  # ≈ √n, a power of two
-    rows = -(-n // b)
     m = jnp.max(ga, axis=-1, keepdims=True)
-    theta = d[..., None] * ell  # (..., nx)
     mag = jnp.exp(ga - m)
-    dt = ell.dtype
-    outer = (b * jnp.arange(rows, dtype=dt))[:, None] * (h[..., None, None] * theta[..., None, :])
-    inner = jnp.arange(b, dtype=dt)[:, None] * (h[..., None, None] * theta[..., None, :])
-    left = jnp.concatenate([mag[..., None, :] * jnp.cos(outer),
-                            mag[..., None, :] * jnp.sin(outer)], axis=-2)  # (..., 2R, nx)
-    right = jnp.concatenate([jnp.cos(inner), jnp.sin(inner)], axis=-2)  # (..., 2b, nx)
+    (oc, os_), (ic, is_) = block_phases(h[..., None] * d[..., None] * ell, n)  # (..., R|b, nx)
+    rows, b = oc.shape[-2], ic.shape[-2]
+    left = jnp.concatenate([mag[..., None, :] * oc, mag[..., None, :] * os_], -2)  # (..., 2R, nx)
+    right = jnp.concatenate([ic, is_], -2)  # (..., 2b, nx)
 
     def product(lo, ro):  # (..., 2R, x) × (..., 2b, x) → complex (..., R·b)
         p = jnp.einsum("...rx,...jx->...rj", lo, ro, precision=jax.lax.Precision.HIGHEST)
@@ -190,7 +226,7 @@ def _finish(fine, coarse, ell, ga, hx, sigma, u):
     amp = jnp.sum(mag, axis=-1, keepdims=True) / absfine
     spread = jnp.max(jnp.abs(ga - m), axis=-1, keepdims=True)
     umax = jnp.abs(u) * jnp.max(jnp.abs(ell), axis=-1, keepdims=True)
-    eta_round = _EPS * (4.0 + umax + spread) * amp
+    eta_round = _EPS * (16.0 + umax + spread) * amp
     resolved = (hx[..., None] * (jnp.abs(u) / sigma[..., None] ** 2 + _RESOLVE / sigma[..., None])
                 <= 2 * jnp.pi)
     log_m = m + jnp.log(jnp.where(absfine > 1e-300, fine, 1.0))  # safe for gradients

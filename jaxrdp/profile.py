@@ -44,27 +44,29 @@ read off the x-grid and raised by 5%; and the envelope's moments (κ'', μ₄, a
 variance and μ₄ left of each split point), node sums of the same grid
 (``tests/test_profile.py`` checks the envelope against a 400 001-node rule). All are
 conservative where the grid resolves the integrand; where it cannot resolve the oscillation
-e^{iuℓ(x)} (h_x·(|u|/σ² + 10/σ) > 2π) the nested estimate is meaningless (both rules alias alike: measured at T = 1, q = 0.5, σ = 1,
-u = 120, a value 4e5 times too large with η = 1.6%) and η = ∞ is reported instead.
+e^{iuℓ(x)} (h_x·(|u|/σ² + 10/σ) > 2π) the nested estimate is meaningless (both rules alias
+alike: measured at T = 1, q = 0.5, σ = 1, u = 120, a value 4e5 times too large with
+η = 1.6%) and η = ∞ is reported instead.
 
 Accuracy tiers (:data:`TIERS`, (x-nodes, line nodes)): called with concrete inputs, every run
 starts on the cheapest tier (calls of at most 8 runs on the third: fewer programs to trace)
 and only runs whose bounded relative error exceeds :data:`TOLERANCE` are recomputed on the
-next (all tiers are sound, so the smallest value is kept). The bigger tiers spend their nodes
-on a finer x-grid (the oscillation e^{iuℓ(x)} resolved further along the line) and a longer
-line. Runs still above the tolerance after the last tier are retried on lines closer to the
-imaginary axis, Re z = c/2 and c/4 (:data:`_RETRIES`): the integral does not depend on the
-line and every bound above holds on any, so the smallest verified value is kept. Where few
+next step (all steps are sound, so the smallest value is kept). The bigger tiers spend their
+nodes on a finer x-grid (the oscillation e^{iuℓ(x)} resolved further along the line) and a
+longer line. Runs the cheaper tiers leave above the tolerance are also retried on lines
+closer to the imaginary axis, Re z = c/2 and c/4 (``_ESCALATION`` gives the order): the
+integral does not depend on the line and every bound above holds on any, so the smallest
+verified value is kept. Where few
 steps are sampled the saddle c is large (hundreds) and the tilted loss bimodal; its
 curvature, set by the far mode, then makes the step so small that the line ends while
 |M(c+iu)/M(c)|^T still sits near (the near-zero mode's mass)^T (measured: q = 0.00108,
 σ = 4.71, T = 219: H = 4.7 with the integrand at 0.99 of its peak). At c/2 less weight sits
 on the far mode: on 512 random runs the retries took the runs within 1e-6 from 86% to 96%
 and the RDP fallbacks from 10% to none. Under a transformation (``jit``, ``grad``, ``vmap``)
-one tier runs for all, ``tier=1`` unless given. Where even the last retry's bound exceeds the RDP δ (few sampled steps in the far
-tail: the loss is then nearly compound-Poisson and |M(c+iu)|^T decays slowly along the line) the
-RDP bound of :mod:`jaxrdp.conversions` (sound) is returned instead; per-element ``status`` says
-which.
+one tier runs for all, ``tier=1`` unless given. Where even the last retry's bound exceeds
+the RDP δ (few sampled steps in the far tail: the loss is then nearly compound-Poisson and
+|M(c+iu)|^T decays slowly along the line) the RDP bound of :mod:`jaxrdp.conversions` (sound)
+is returned instead; per-element ``status`` says which.
 
 ε(δ): Newton on log δ_up(ε) along the line (only e^{−zε} changes with ε), then the smallest of
 a few points just above the root at which the bounded δ of both directions is verified ≤ δ.
@@ -110,10 +112,14 @@ TOLERANCE = 1e-6
 #: (x-nodes of the complex moments, nodes on the half-line of the inverse Laplace integral).
 TIERS = ((129, 48), (257, 128), (513, 256), (1025, 1024))
 
-_FEW_RUNS, _FEW_RUNS_TIER = 8, 2  # escalation of calls with ≤ 8 runs starts at tier 2
-#: After the last tier, runs still above TOLERANCE are retried on lines closer to the
-#: imaginary axis, Re z = c_scale·c (x-nodes, line nodes, c_scale); see the module docstring.
-_RETRIES = ((513, 256, 0.5), (1025, 1024, 0.5), (1025, 1024, 0.25))
+#: The order of escalation, (x-nodes, line nodes, c_scale) on the line Re z = c_scale·c: the
+#: tiers, with retries on lines closer to the imaginary axis once the cheaper tiers are spent
+#: (see the module docstring). On 512 random runs the c/2 lines convert most runs that
+#: TIERS[2] leaves, so they come before the last tier on Re z = c: same statuses, 2.5 ms per
+#: run instead of 3.3.
+_ESCALATION = (TIERS[0] + (1.0,), TIERS[1] + (1.0,), TIERS[2] + (1.0,), (513, 256, 0.5),
+               (1025, 1024, 0.5), TIERS[3] + (1.0,), (1025, 1024, 0.25))
+_FEW_RUNS, _FEW_RUNS_STEP = 8, 2  # escalation of calls with ≤ 8 runs starts at its third step
 _E = 60.0  # target exponent for the discretisation error (e^-60)
 _DISC = 1e-9  # the step keeps the discretisation bound below this fraction of δ (Laplace)
 _TAIL_RATIO, _TAIL_PIECES = 1.12, 48  # pieces of the truncation bound: H to 230·H
@@ -126,7 +132,10 @@ _NEWTON_ITERATIONS = 10  # Newton steps for ε on the line
 _STRIP = (0.9, 0.6, 0.35, 0.2, 0.1, 0.04)  # candidate strip half-widths a/c
 _NUDGE = (0.0, 1e-12, 1e-9, 1e-7, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2)  # ε(1+k) candidates
 _LOG_C = (np.log(1e-8), np.log(1e7))  # search range of c
-_CHUNK = 1 << 21  # runs·segments·line nodes·x-nodes per compiled chunk (memory: ~100 MB)
+#: runs·segments·(line nodes + x-nodes)·128 per compiled chunk: a chunk's largest arrays are
+#: the moments' phase blocks (~130 per x-node) and the envelope's split bounds (32 per line
+#: node); measured best at 8 runs on the last tier (3.1 ms per run; 4.4 at one run per chunk).
+_CHUNK = 1 << 21
 _DIRS = np.array([cm.REMOVE, cm.ADD])
 
 
@@ -411,29 +420,65 @@ def _log_tail(line: _Line):
     return jnp.minimum(composite, _log_pieces(line, big_h, line.check))
 
 
-def _log_delta(line: _Line, eps):
-    """Bounded log δ_up, its relative error bound and d log(estimate)/dε at ε ``(2, n, m)``."""
-    ex = lambda v: v[..., None, None]
-    c, h, u = ex(line.c), ex(line.h), line.u[:, :, None, :]
-    z = c + 1j * u
-    e = eps[..., None]
-    log_f = line.log_mt[:, :, None, :] - z * e - jnp.log(z) - jnp.log(z + 1.0)
-    p = jnp.real(log_f[..., 0])
-    f = jnp.exp(log_f - p[..., None])
-    wts = jnp.where(jnp.arange(u.shape[-1]) == 0, 1.0, 2.0) * h / (2.0 * jnp.pi)
-    absf = jnp.abs(jax.lax.stop_gradient(f))  # the error terms carry no derivative
-    # per node: the moments' error |f|·((1+η)^T − 1), or drop the node and bound the true
+class _Nodes(NamedTuple):
+    """The parts of the line's integrand that do not depend on ε, per direction and run.
+
+    With L_k = Σ T_i log M_i(z_k) − log z_k − log(z_k + 1) the integrand is
+    F_k(ε) = e^{L_k − z_k ε} = e^{p(ε)}·G_k·e^{−i u_k ε}, p(ε) = Re L_0 − cε and
+    G_k = e^{L_k − Re L_0} (|G_k| ≤ 1: |M(c+iu)| ≤ M(c) and |z(z+1)| ≥ c(c+1)). Relative to
+    e^{p}, every error term below is then free of ε except the rounding's |z|·ε part.
+    """
+
+    p0: jax.Array  # Re L_0, (2, n)
+    g: jax.Array  # G_k, zero where the node is dropped, complex (2, n, N_u)
+    zg: jax.Array  # z_k·G_k of the kept nodes (for the slope), complex (2, n, N_u)
+    mom: jax.Array  # Σ w_k min(kept, dropped): the moments' error, relative to e^p, (2, n)
+    rnd0: jax.Array  # rounding bound's ε-free part, relative to e^p, (2, n)
+    rnd1: jax.Array  # its factor of ε, (2, n)
+
+
+def _trapezoid_weights(line: _Line):
+    n_u = line.u.shape[-1]
+    return jnp.where(jnp.arange(n_u) == 0, 1.0, 2.0) * line.h[..., None] / (2.0 * jnp.pi)
+
+
+def _nodes(line: _Line) -> _Nodes:
+    """:class:`_Nodes` of a line (once per line: the ε search only rotates the phases)."""
+    z = line.c[..., None] + 1j * line.u
+    log_g = line.log_mt - jnp.log(z) - jnp.log(z + 1.0)
+    p0 = jnp.real(log_g[..., 0])
+    g = jnp.exp(log_g - p0[..., None])
+    wts = _trapezoid_weights(line)
+    absg = jnp.abs(jax.lax.stop_gradient(g))  # the error terms carry no derivative
+    # per node: the moments' error |F|·((1+η)^T − 1), or drop the node and bound the true
     # value by the envelope; whichever is smaller (both sound)
-    kept = absf * jnp.expm1(jnp.minimum(line.eta_t[:, :, None, :], 700.0))
-    log_env = (line.kap[..., None, None] + line.log_env[:, :, None, :] - jnp.real(z) * e
-               - jnp.log(jnp.abs(z)) - jnp.log(jnp.abs(z + 1.0)) - p[..., None])
+    kept = absg * jnp.expm1(jnp.minimum(line.eta_t, 700.0))
+    log_env = (line.kap[..., None] + line.log_env - jnp.log(jnp.abs(z)) - jnp.log(jnp.abs(z + 1.0))
+               - p0[..., None])
     dropped = jnp.exp(jnp.minimum(log_env, 700.0))
     drop = dropped < kept
-    est = jnp.sum(wts * jnp.where(drop, 0.0, jnp.real(f)), axis=-1)
-    slope = -jnp.sum(wts * jnp.where(drop, 0.0, jnp.real(z * f)), axis=-1) / est
-    mom = jnp.sum(wts * jnp.minimum(kept, dropped), axis=-1)
-    rnd = 8.0 * cm._EPS * jnp.sum(
-        wts * absf * (line.abs_logm[:, :, None, :] + jnp.abs(z) * e + 10.0), axis=-1)
+    g = jnp.where(drop, 0.0, g)
+    rnd = 8.0 * cm._EPS * wts * absg
+    return _Nodes(p0=p0, g=g, zg=z * g, mom=jnp.sum(wts * jnp.minimum(kept, dropped), axis=-1),
+                  rnd0=jnp.sum(rnd * (line.abs_logm + 10.0), axis=-1),
+                  rnd1=jnp.sum(rnd * jnp.abs(z), axis=-1))
+
+
+def _log_delta(line: _Line, eps, nodes: _Nodes | None = None):
+    """Bounded log δ_up, its relative error bound and d log(estimate)/dε at ε ``(2, n, m)``.
+
+    ``nodes``: :func:`_nodes` of ``line`` (computed here if not given). Per ε the nodes' phases
+    e^{−i u_k ε} (u_k = k·h) come by blocks (:func:`jaxrdp._complex_moments.equispaced_phases`,
+    their rounding within the eps·|z|ε of the rounding term).
+    """
+    nodes = _nodes(line) if nodes is None else nodes
+    n_u = line.u.shape[-1]
+    phase = jnp.conj(cm.equispaced_phases(line.h[..., None] * eps, n_u))  # (2, n, m, N_u)
+    wts = _trapezoid_weights(line)[:, :, None, :]
+    p = nodes.p0[..., None] - line.c[..., None] * eps
+    est = jnp.sum(wts * jnp.real(nodes.g[:, :, None, :] * phase), axis=-1)
+    slope = -jnp.sum(wts * jnp.real(nodes.zg[:, :, None, :] * phase), axis=-1) / est
+    rnd = nodes.rnd0[..., None] + nodes.rnd1[..., None] * eps
     # discretisation
     cc, a = line.c[..., None], line.a[..., None]
     log_j = lambda cp, kp: kp - cp * eps - jnp.log(2.0 * cp)
@@ -442,7 +487,7 @@ def _log_delta(line: _Line, eps):
                 - jnp.log(jnp.expm1(jnp.minimum(2.0 * jnp.pi * a / line.h[..., None], 700.0))))
     # truncation at H (both half-lines, 1/2π)
     log_trunc = line.kap[..., None] - cc * eps - jnp.log(jnp.pi) + line.log_tail[..., None]
-    err = (mom + rnd + jnp.exp(jnp.minimum(log_disc - p, 700.0))
+    err = (nodes.mom[..., None] + rnd + jnp.exp(jnp.minimum(log_disc - p, 700.0))
            + jnp.exp(jnp.minimum(log_trunc - p, 700.0)))
     # the error bound is a constant for derivatives (absolute, not relative to e^p)
     err_abs = jax.lax.stop_gradient(p + jnp.log(jnp.maximum(err, 1e-300)))
@@ -516,10 +561,11 @@ def _epsilon_chunk(q, s, t, log_delta, eps_rdp, nx, nu, c_scale=1.0):
     lmax = _add_loss_max(sg(q), sg(t))
 
     def excess(e):  # (2, n) → bounded log δ − log δ target, per direction
-        log_up, rel, slope = _log_delta(sg_line, e[..., None])
+        log_up, rel, slope = _log_delta(sg_line, e[..., None], sg_nodes)
         return log_up[..., 0] - log_delta, rel[..., 0], slope[..., 0]
 
     sg_line = jax.tree_util.tree_map(sg, line)
+    sg_nodes = _nodes(sg_line)
 
     def body(_, carry):
         e, lo, hi = carry
@@ -538,7 +584,7 @@ def _epsilon_chunk(q, s, t, log_delta, eps_rdp, nx, nu, c_scale=1.0):
     base = sg(jnp.max(e, axis=0))  # (n,)
     nudge = jnp.asarray(_NUDGE, base.dtype)
     cands = base[:, None] * (1.0 + nudge) + jnp.where(nudge > 0, 1e-300, 0.0)
-    log_up, rel, slope = _log_delta(sg_line, jnp.broadcast_to(cands, (2,) + cands.shape))
+    log_up, rel, slope = _log_delta(sg_line, jnp.broadcast_to(cands, (2,) + cands.shape), sg_nodes)
     add_zero = cands >= lmax[:, None]
     log_up = log_up.at[1].set(jnp.where(add_zero, -jnp.inf, log_up[1]))
     rel = rel.at[1].set(jnp.where(add_zero, 0.0, rel[1]))
@@ -584,7 +630,7 @@ def _chunk_size(n: int, per_run: int) -> int:
 def _chunked(fn, args, nx: int, nu: int, c_scale: float = 1.0):
     """``fn`` over runs in chunks of one padded size; numpy results of length n."""
     n, segs = args[0].shape[0], args[0].shape[1]
-    size = _chunk_size(n, segs * nu * nx)
+    size = _chunk_size(n, segs * (nu + nx) * 128)
     outs = []
     for lo in range(0, n, size):
         idx = np.minimum(np.arange(lo, lo + size), n - 1)  # pad with the last run
@@ -637,18 +683,18 @@ def _flatten(q, sigma, steps, target, dtype):
 def _evaluate(fn, args, rank, tier, concrete: bool):
     """``fn(*args, nx, nu)`` on the tiers asked for.
 
-    Concrete inputs: escalation over the tiers (``tier=None``) or the one tier, in chunks of
-    bounded memory; calls of at most :data:`_FEW_RUNS` runs start at tier
-    :data:`_FEW_RUNS_TIER` (each tier is its own program, traced about 1 s the first time in a
-    process, while one run costs milliseconds on any tier). Under a transformation: one call
-    on ``TIERS[tier]`` (default tier 1).
+    Concrete inputs: escalation along ``_ESCALATION`` (``tier=None``) or the one tier, in
+    chunks of bounded memory; calls of at most ``_FEW_RUNS`` runs start at its step
+    ``_FEW_RUNS_STEP`` (each step is its own program, traced about 1 s the first time in a
+    process, while one run costs milliseconds on any). Under a transformation: one call on
+    ``TIERS[tier]`` (default tier 1).
     """
     if tier is not None:
         _validate.check_choice("tier", tier, tuple(range(len(TIERS))))
     if not concrete:
         return fn(*args, *TIERS[1 if tier is None else tier])
-    first = _FEW_RUNS_TIER if np.shape(args[0])[0] <= _FEW_RUNS else 0
-    tiers = TIERS[first:] + _RETRIES if tier is None else (TIERS[tier],)
+    first = _FEW_RUNS_STEP if np.shape(args[0])[0] <= _FEW_RUNS else 0
+    tiers = _ESCALATION[first:] if tier is None else (TIERS[tier],)
     return [jnp.asarray(v) for v in _escalate(fn, [np.asarray(a) for a in args], rank, tiers)]
 
 
