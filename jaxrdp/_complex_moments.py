@@ -18,7 +18,7 @@ blocks of k, with far fewer exponentials (:func:`block_phases`). The error is es
 posteriori from the nested rule with step 2h_x (the even nodes): η_c = |S_h − S_2h|/|S_h|;
 the fine rule's error is taken as 10·η_c² (errors square on halving for analytic integrands)
 when η_c < 1e-3, else η_c, plus a rounding term eps·(16 + |u|·max|ℓ| + max|g−m|)·Σ|terms|/|S|
-(16 covers the products of :func:`block_phases`). Where the grid cannot resolve the
+(16 covers the product of :func:`block_phases`). Where the grid cannot resolve the
 oscillation e^{iuℓ} (see ``_RESOLVE``; the nested estimate is then meaningless: both rules
 alias alike), the error is reported infinite.
 """
@@ -82,6 +82,12 @@ def _log_terms(q, sigma, c, d, nx):
     return ell, t, g + a * ell, hx
 
 
+def _scaled(ga):
+    """m = max_k g_k and the terms' magnitudes e^{g_k − m} (no overflow)."""
+    m = jnp.max(ga, axis=-1, keepdims=True)
+    return m, jnp.exp(ga - m)
+
+
 #: split points of the envelope bound (every nx/_SPLITS-th node).
 _SPLITS = 16
 
@@ -105,8 +111,7 @@ def real_stats(q, sigma, c, d, nx: int):
     """
     ell, t, ga, hx = _log_terms(q, sigma, c, d, nx)
     q, sigma, d = jnp.broadcast_arrays(q, sigma, d)
-    m = jnp.max(ga, axis=-1, keepdims=True)
-    wts = jnp.exp(ga - m)
+    m, wts = _scaled(ga)
     s0 = jnp.sum(wts, axis=-1)
     loss = d[..., None] * ell
     k1 = jnp.sum(wts * loss, axis=-1) / s0
@@ -137,46 +142,31 @@ def real_stats(q, sigma, c, d, nx: int):
     return kappa, k1, k2, k4, w, log_v, lvar, lm4
 
 
-def _line_sums(ell, ga, d, u):
-    """Fine and coarse (even-node) trapezoid sums of e^{g − m + iu·dℓ} at every u, directly."""
-    m = jnp.max(ga, axis=-1, keepdims=True)
+def _line_sums(ell, mag, d, u):
+    """Fine and coarse (even-node) trapezoid sums of mag·e^{iu·dℓ} at every u, directly."""
     phase = u[..., :, None] * (d[..., None] * ell)[..., None, :]
-    mag = jnp.exp(ga - m)[..., None, :]
-    cos, sin = mag * jnp.cos(phase), mag * jnp.sin(phase)
+    cos, sin = mag[..., None, :] * jnp.cos(phase), mag[..., None, :] * jnp.sin(phase)
     fine = jnp.sum(cos, axis=-1) + 1j * jnp.sum(sin, axis=-1)
     coarse = 2.0 * (jnp.sum(cos[..., ::2], axis=-1) + 1j * jnp.sum(sin[..., ::2], axis=-1))
     return fine, coarse
 
 
-#: largest run of phases e^{ijφ} taken from cos/sin directly; longer runs are products
-#: e^{i(64a + j)φ} = e^{i64aφ}·e^{ijφ} (one more rounded product each). Not smaller: on CPU,
-#: runs of 8 as products of runs were 1.5× slower than direct runs of 32 (the products'
-#: arrays cost more memory traffic than the cos/sin they save).
-_DIRECT_PHASES = 64
-
-
 def _phase_run(phi, count: int):
-    """(cos, sin) of kφ for k < count (a power of two): ``(..., m)`` → ``(..., count, m)``."""
-    dt = jnp.result_type(phi)
-    if count <= _DIRECT_PHASES:
-        angle = jnp.arange(count, dtype=dt)[:, None] * phi[..., None, :]
-        # computed once: XLA would otherwise recompute them inside each product that uses them
-        return jax.lax.optimization_barrier((jnp.cos(angle), jnp.sin(angle)))
-    lc, ls = _phase_run(phi, _DIRECT_PHASES)
-    hc, hs = _phase_run(_DIRECT_PHASES * phi, count // _DIRECT_PHASES)
-    hc, hs = hc[..., :, None, :], hs[..., :, None, :]
-    lc, ls = lc[..., None, :, :], ls[..., None, :, :]
-    shape = phi.shape[:-1] + (count, phi.shape[-1])
-    return (hc * lc - hs * ls).reshape(shape), (hs * lc + hc * ls).reshape(shape)
+    """(cos, sin) of kφ for k < count: ``(..., m)`` → ``(..., count, m)``."""
+    angle = jnp.arange(count, dtype=jnp.result_type(phi))[:, None] * phi[..., None, :]
+    # computed once: XLA would otherwise recompute them inside each product that uses them
+    return jax.lax.optimization_barrier((jnp.cos(angle), jnp.sin(angle)))
 
 
 def block_phases(phi, n: int):
     """e^{ikφ}, k = bm + j < n, as factors e^{ibmφ} ``(..., R, m)`` and e^{ijφ} ``(..., b, m)``.
 
     ``phi``: ``(..., m)``. b ≈ √n is a power of two and R = ⌈n/b⌉ (padded to a power of two),
-    each factor a :func:`_phase_run`: at n = 1 024, 64 complex exponentials instead of 1 024.
-    A phase carries the rounding of its factors' angles (eps·|kφ| in all) and of a few
-    complex products (measured against mpmath: below 0.5·eps·(16 + |kφ|)).
+    each factor from cos/sin directly: at n = 1 024, 64 complex exponentials instead of
+    1 024. (Splitting the factors further, into products of shorter runs, was 1.5× slower on
+    CPU: the products' arrays cost more memory traffic than the cos/sin they save.) A phase
+    carries the rounding of its factors' angles (eps·|kφ| in all) and of one complex product
+    (measured against mpmath: below 0.5·eps·(16 + |kφ|)).
     """
     b = 1 << max(0, (int(n - 1).bit_length() + 1) // 2)
     rows = 1 << max(0, int(-(-n // b) - 1).bit_length())
@@ -190,7 +180,7 @@ def equispaced_phases(phi, n: int):
     return out.reshape(out.shape[:-2] + (-1,))[..., :n]
 
 
-def _uniform_line_sums(ell, ga, d, h, n: int):
+def _uniform_line_sums(ell, mag, d, h, n: int):
     """The sums of :func:`_line_sums` at u_k = k·h, k < n, by blocks: (b·m + j)·h.
 
     e^{i(bm + j)hθ} = e^{ibmhθ}·e^{ijhθ}, so the sum over the x-nodes is a matrix product
@@ -199,8 +189,6 @@ def _uniform_line_sums(ell, ga, d, h, n: int):
     absolute rounding error of eps·|phase| and the product one more unit, so a term's
     error stays within the eps·(16 + |u|·max|ℓ|) of :func:`_finish`.
     """
-    m = jnp.max(ga, axis=-1, keepdims=True)
-    mag = jnp.exp(ga - m)
     (oc, os_), (ic, is_) = block_phases(h[..., None] * d[..., None] * ell, n)  # (..., R|b, nx)
     rows, b = oc.shape[-2], ic.shape[-2]
     left = jnp.concatenate([mag[..., None, :] * oc, mag[..., None, :] * os_], -2)  # (..., 2R, nx)
@@ -218,10 +206,8 @@ def _uniform_line_sums(ell, ga, d, h, n: int):
     return even + odd, 2.0 * even
 
 
-def _finish(fine, coarse, ell, ga, hx, sigma, u):
+def _finish(fine, coarse, ell, ga, m, mag, hx, sigma, u):
     """log M from the sums, and its relative error estimate (see the module docstring)."""
-    m = jnp.max(ga, axis=-1, keepdims=True)
-    mag = jnp.exp(ga - m)
     absfine = jnp.maximum(jnp.abs(fine), 1e-300)
     eta_c = jnp.abs(fine - coarse) / absfine
     eta_disc = jnp.where(eta_c < 1e-3, 10.0 * eta_c**2, eta_c)
@@ -250,8 +236,9 @@ def log_moment_line(q, sigma, c, d, u, nx: int):
     """
     ell, _, ga, hx = _log_terms(q, sigma, c, d, nx)
     sigma, d = jnp.broadcast_arrays(sigma, d)
-    fine, coarse = _line_sums(ell, ga, d, u)
-    return _finish(fine, coarse, ell, ga, hx, sigma, u)
+    m, mag = _scaled(ga)
+    fine, coarse = _line_sums(ell, mag, d, u)
+    return _finish(fine, coarse, ell, ga, m, mag, hx, sigma, u)
 
 
 def log_moment_uniform_line(q, sigma, c, d, h, n: int, nx: int):
@@ -266,9 +253,8 @@ def log_moment_uniform_line(q, sigma, c, d, h, n: int, nx: int):
       ``(log_m, eta)`` of shape ``B + (n,)``, as :func:`log_moment_line` at u = k·h.
     """
     ell, _, ga, hx = _log_terms(q, sigma, c, d, nx)
-    sigma, d, h = jnp.broadcast_arrays(sigma, d, h)
-    # h may carry a broadcast extent of 1 where ell does not: match the batch shape
-    h = jnp.broadcast_to(h, ell.shape[:-1])
-    fine, coarse = _uniform_line_sums(ell, ga, jnp.broadcast_to(d, ell.shape[:-1]), h, n)
+    sigma, d, h = (jnp.broadcast_to(v, ell.shape[:-1]) for v in (sigma, d, h))  # batch shape
+    m, mag = _scaled(ga)
+    fine, coarse = _uniform_line_sums(ell, mag, d, h, n)
     u = h[..., None] * jnp.arange(n, dtype=ell.dtype)
-    return _finish(fine, coarse, ell, ga, hx, jnp.broadcast_to(sigma, ell.shape[:-1]), u)
+    return _finish(fine, coarse, ell, ga, m, mag, hx, sigma, u)

@@ -487,11 +487,12 @@ def _ladder(betas: tuple[float, ...]):
     """Write the orders' ``β = α − 1`` as ``m + j·d`` (integer ``m``, ``0 ≤ j ≤ J``), or None.
 
     ``d`` is the fractional part of one of the orders that makes the most of them such
-    sums for the fewest rungs (dp_accounting's 90 fractional orders: ``d = 0.1``, ``m ≤ 9``, ``j ≤ 9``). An order
-    belongs to the ladder when ``|β − m − j·d|`` is at most 32 ulps of ``β`` (the rounding of
-    a regular grid: dp_accounting's orders are within 4.5e-15·β), so it is evaluated at an
-    order within 7.2e-15·β of its own. For small q, d log(A − 1)/dα = (2α − 1)/(α(α − 1)),
-    so A − 1 moves by at most 2·7.2e-15 relatively, well inside the 5e-13 margin. Returned only when the ladder has at least
+    sums for the fewest rungs (dp_accounting's 90 fractional orders: ``d = 0.1``, ``m ≤ 9``,
+    ``j ≤ 9``). An order belongs to the ladder when ``|β − m − j·d|`` is at most 32 ulps of
+    ``β`` (the rounding of a regular grid: dp_accounting's orders are within 4.5e-15·β), so
+    it is evaluated at an order within 7.2e-15·β of its own. For small q,
+    d log(A − 1)/dα = (2α − 1)/(α(α − 1)), so A − 1 moves by at most 2·7.2e-15 relatively,
+    well inside the 5e-13 margin. Returned only when the ladder has at least
     :data:`_LADDER_MIN_ORDERS` orders and at most half as many rungs as orders.
 
     Returns:

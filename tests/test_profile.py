@@ -50,10 +50,10 @@ def test_complex_moments_match_mpmath(direction):
 
 
 def test_equispaced_phases_by_blocks():
-    """e^{ikφ} for k < n as products of block factors (three levels at n = 16 384, where a
-    block of 128 is itself a product) against 30-digit mpmath: the error stays within
-    eps·(16 + |kφ|), the allowance the moments' rounding term makes for them; lengths that
-    are not powers of two are cut right."""
+    """e^{ikφ} for k < n as products of two block factors (blocks of up to 128 at
+    n = 16 384) against 30-digit mpmath: the error stays within eps·(16 + |kφ|), the
+    allowance the moments' rounding term makes for them; lengths that are not powers of two
+    are cut right."""
     mp.mp.dps = 30
     phi = np.array([1e-3, 0.7, -2.9, 41.3])
     with jax.enable_x64(True):
