@@ -12,18 +12,23 @@ compilation (Python floats, float64), best and median of 200 calls, each waited 
 Then it times whole processes, start-up included (interpreter, imports, tracing, compilation or
 reading the compiled program back, the evaluation, printing):
 
-* ``jaxrdp epsilon --dataset-size 60000 --batch-size 256 --epochs 15 --noise-multiplier 1.1``
-  with an **empty** compilation cache (a fresh ``XDG_CACHE_HOME`` for every repetition:
-  what a new user's first call costs);
-* the same command with a **warm** cache (every later call);
-* the same ε with dp_accounting's ``RdpAccountant`` in a fresh ``python -c``;
+* ``jaxrdp epsilon --dataset-size 60000 --batch-size 256 --epochs 15 --noise-multiplier 1.1``,
+  which prints the tight ε (exact privacy profile) beside the RDP ε, with an **empty** cache
+  (a fresh ``XDG_CACHE_HOME`` for every repetition: what a new user's first call costs) and
+  with a **warm** one (every later call);
+* the same command with ``--rdp-only`` (RDP alone), empty and warm;
+* dp_accounting in a fresh ``python -c``: the same RDP ε (``RdpAccountant``), and the RDP ε
+  plus the tight ε of its ``PLDAccountant`` (pessimistic, value discretisation 1e-4), the
+  like-for-like process for each form of the command;
 * ``python -c "import jax, jax.numpy"``: the floor of any JAX process.
 
 Each process is timed by the wall clock and by the CPU time the operating system charges
 it (user + system, the reaped child's ``os.times``); on a machine shared with other work the CPU time
 is the steadier figure. Prints min and median of each and the ratios of the medians to
-dp_accounting's. Both programs' ε are checked to agree (to 1e-9: jaxrdp evaluates the
-same integer orders exactly, and its extra orders can only lower ε).
+the like-for-like dp_accounting process. The ε are checked: RDP to agree with
+dp_accounting's to 1e-9 (jaxrdp evaluates the same integer orders exactly, and its extra
+orders can only lower ε), the profile's to lie at or below PLD's pessimistic ε and within
+1e-4 of it.
 """
 
 from __future__ import annotations
@@ -50,6 +55,12 @@ acc = r.RdpAccountant()
 q, steps = 256 / 60000, -(-15 * 60000 // 256)
 acc.compose(dp_accounting.PoissonSampledDpEvent(q, dp_accounting.GaussianDpEvent(1.1)), steps)
 print(repr(float(acc.get_epsilon(1 / 60000**2))))
+"""
+DP_ACCOUNTING_PLD_SCRIPT = DP_ACCOUNTING_SCRIPT + """
+from dp_accounting.pld import pld_privacy_accountant as p
+pld = p.PLDAccountant(value_discretization_interval=1e-4)
+pld.compose(dp_accounting.PoissonSampledDpEvent(q, dp_accounting.GaussianDpEvent(1.1)), steps)
+print(repr(float(pld.get_epsilon(1 / 60000**2))))
 """
 JAX_FLOOR_SCRIPT = "import jax, jax.numpy"
 
@@ -127,33 +138,52 @@ def main() -> None:
         return
 
     root = tempfile.mkdtemp(prefix="jaxrdp-bench-cli-")
-    cli = [sys.executable, "-m", "jaxrdp", *CLI_ARGS]
-    first, warm, theirs, floor = [], [], [], []
+    both = [sys.executable, "-m", "jaxrdp", *CLI_ARGS]
+    rdp_only = both + ["--rdp-only"]
+    kinds = {k: [] for k in ("first", "warm", "first_rdp", "warm_rdp", "theirs", "theirs_pld",
+                             "floor")}
     try:
         warm_env = _clean_env(os.path.join(root, "warm"))
-        _run(cli, warm_env)  # fills the warm cache
+        _run(both, warm_env)  # fills the warm cache (both programs)
         # Interleaved, so that a change of the machine's load touches every kind alike.
         for i in range(args.repeats):
-            first.append(_run(cli, _clean_env(os.path.join(root, f"empty{i}"))))
-            warm.append(_run(cli, warm_env))
-            theirs.append(_run([sys.executable, "-c", DP_ACCOUNTING_SCRIPT], warm_env))
-            floor.append(_run([sys.executable, "-c", JAX_FLOOR_SCRIPT], warm_env))
+            kinds["first"].append(_run(both, _clean_env(os.path.join(root, f"empty{i}"))))
+            kinds["warm"].append(_run(both, warm_env))
+            kinds["first_rdp"].append(
+                _run(rdp_only, _clean_env(os.path.join(root, f"empty_rdp{i}"))))
+            kinds["warm_rdp"].append(_run(rdp_only, warm_env))
+            kinds["theirs"].append(_run([sys.executable, "-c", DP_ACCOUNTING_SCRIPT], warm_env))
+            kinds["theirs_pld"].append(
+                _run([sys.executable, "-c", DP_ACCOUNTING_PLD_SCRIPT], warm_env))
+            kinds["floor"].append(_run([sys.executable, "-c", JAX_FLOOR_SCRIPT], warm_env))
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
-    ours = json.loads(warm[-1][2])["epsilon"]
-    assert all(json.loads(r[2])["epsilon"] == ours for r in first + warm), "ε changed"
-    reference = float(theirs[-1][2])
+    results = [json.loads(r[2]) for k in ("first", "warm", "first_rdp", "warm_rdp")
+               for r in kinds[k]]
+    ours = results[-1]["epsilon"]
+    tight = json.loads(kinds["warm"][-1][2])["epsilon_profile"]
+    assert all(r["epsilon"] == ours for r in results), "ε changed"
+    assert all(json.loads(r[2])["epsilon_profile"] == tight
+               for r in kinds["first"] + kinds["warm"]), "profile ε changed"
+    reference = float(kinds["theirs"][-1][2])
     assert ours <= reference * (1 + 1e-9), (ours, reference)
     assert abs(ours / reference - 1) < 1e-9, (ours, reference)
+    pld = float(kinds["theirs_pld"][-1][2].split()[-1])
+    assert tight <= pld and pld - tight < 1e-4 * pld, (tight, pld)
 
     print(f"{args.repeats} processes of each kind, min / median; ratios of medians to "
-          "dp_accounting's")
-    print(f"ε: jaxrdp {ours!r}, dp_accounting {reference!r}")
-    print(_summary("jaxrdp, empty compilation cache", first, theirs))
-    print(_summary("jaxrdp, warm compilation cache", warm, theirs))
-    print(_summary("dp_accounting, fresh Python", theirs))
-    print(_summary("floor: python -c 'import jax'", floor, theirs))
+          "the like-for-like dp_accounting process")
+    print(f"RDP ε: jaxrdp {ours!r}, dp_accounting {reference!r}")
+    print(f"tight ε: jaxrdp profile {tight!r}, dp_accounting PLD (pessimistic) {pld!r}")
+    theirs, theirs_pld = kinds["theirs"], kinds["theirs_pld"]
+    print(_summary("jaxrdp epsilon, empty cache", kinds["first"], theirs_pld))
+    print(_summary("jaxrdp epsilon, warm cache", kinds["warm"], theirs_pld))
+    print(_summary("dp_accounting RDP + PLD", theirs_pld))
+    print(_summary("jaxrdp epsilon --rdp-only, empty", kinds["first_rdp"], theirs))
+    print(_summary("jaxrdp epsilon --rdp-only, warm", kinds["warm_rdp"], theirs))
+    print(_summary("dp_accounting RDP", theirs))
+    print(_summary("floor: python -c 'import jax'", kinds["floor"], theirs))
 
 
 if __name__ == "__main__":

@@ -41,7 +41,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxrdp import _precision, _validate, kernels
+from jaxrdp import _precision, _program_cache, _validate, kernels
 
 __all__ = [
     "METHODS",
@@ -574,14 +574,6 @@ def _sgm_body(q, sigma, steps, target, orders, grid, method, kind, refine):
 _SGM_STATIC = ("grid", "method", "kind", "refine")
 _sgm_program = jax.jit(_sgm_body, static_argnames=_SGM_STATIC)
 
-#: The same program compiled without the backend's optimisations, for processes that
-#: evaluate it once (:func:`epsilon_once` on CPU): it compiles in about half the time and
-#: runs in milliseconds all the same; its results differ from the optimised program's in
-#: the last bit at most (the optimiser rewrites, e.g., divisions by constants).
-_sgm_program_unoptimised = jax.jit(
-    _sgm_body, static_argnames=_SGM_STATIC,
-    compiler_options={"xla_backend_optimization_level": 0},
-)
 
 
 def _orders_for_kernel(orders, dtype):
@@ -646,15 +638,15 @@ def _convert_sgm(
         grid = _static_orders(tuple(np.sort(np.asarray(orders, np.float64)).tolist()))
     else:
         grid = None
-    program = _sgm_program
-    if not shared and jax.default_backend() == "cpu":
-        program = _sgm_program_unoptimised
+    arrays = [_as_dtype(v, dtype) for v in (q, sigma, steps, target)]
+    arrays.append(_as_dtype(orders if grid is None else grid.array, dtype))
+    static = (grid, method, kind, bool(refine))
     with ctx:
-        result = program(
-            *(_as_dtype(v, dtype) for v in (q, sigma, steps, target)),
-            _as_dtype(orders if grid is None else grid.array, dtype),
-            grid, method, kind, bool(refine),
-        )
+        if shared:
+            result = _sgm_program(*arrays, *static)
+        else:  # one run once (the command line)
+            result = _program_cache.call("sgm_once", _sgm_program, arrays, static,
+                                         _program_cache.one_shot_options())
     _warn_if_at_edge(result.at_edge, orders, kind)
     return result
 

@@ -84,7 +84,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxrdp import _complex_moments as cm
-from jaxrdp import _precision, _validate, conversions, kernels
+from jaxrdp import _precision, _program_cache, _validate, conversions, kernels
 
 __all__ = [
     "PROFILE_LOOSE",
@@ -637,7 +637,7 @@ def _chunked(fn, args, nx: int, nu: int, c_scale: float = 1.0):
     outs = []
     for lo in range(0, n, size):
         idx = np.minimum(np.arange(lo, lo + size), n - 1)  # pad with the last run
-        res = fn(*(a[idx] for a in args), nx, nu, c_scale=c_scale)
+        res = _program_cache.call(fn.__name__, fn, [a[idx] for a in args], (nx, nu, c_scale))
         outs.append([np.asarray(r)[: min(size, n - lo)] for r in res])
     return [np.concatenate(parts) for parts in zip(*outs)]
 
@@ -669,25 +669,29 @@ def _prepare(q, sigma, steps, target):
     return _precision.compute_context(q, sigma, steps, target)
 
 
-def _flatten(q, sigma, steps, target, dtype):
-    """Runs ``(n, S)`` and targets ``(n,)``, with the batch shape to restore."""
-    q, sigma, steps = (jnp.asarray(v, dtype) for v in (q, sigma, steps))
-    target = jnp.asarray(target, dtype)
-    seg = jnp.broadcast_shapes(q.shape, sigma.shape, steps.shape)
+def _flatten(q, sigma, steps, target, dtype, xp):
+    """Runs ``(n, S)`` and targets ``(n,)`` as ``xp`` arrays, with the batch shape to restore.
+
+    ``xp`` is NumPy for concrete inputs (the host-side steps then dispatch no JAX programs:
+    a tenth of a one-run call's time in a fresh process) and :mod:`jax.numpy` for tracers.
+    """
+    q, sigma, steps = (xp.asarray(v, dtype) for v in (q, sigma, steps))
+    target = xp.asarray(target, dtype)
+    seg = np.broadcast_shapes(q.shape, sigma.shape, steps.shape)
     if len(seg) == 0:
         seg = (1,)
-    shape = jnp.broadcast_shapes(seg[:-1], target.shape)
+    shape = np.broadcast_shapes(seg[:-1], target.shape)
     full = shape + seg[-1:]
-    flat = [jnp.broadcast_to(v if v.ndim else v[None], full).reshape(-1, seg[-1])
+    flat = [xp.broadcast_to(v if v.ndim else v[None], full).reshape(-1, seg[-1])
             for v in (q, sigma, steps)]
-    return flat, jnp.broadcast_to(target, shape).reshape(-1), shape
+    return flat, xp.broadcast_to(target, shape).reshape(-1), shape
 
 
 def _evaluate(fn, args, rank, tier, concrete: bool):
     """``fn(*args, nx, nu)`` on the tiers asked for.
 
     Concrete inputs: escalation along ``_ESCALATION`` (``tier=None``) or the one tier, in
-    chunks of bounded memory; calls of at most ``_FEW_RUNS`` runs start at its step
+    chunks of bounded memory, results as NumPy arrays; calls of at most ``_FEW_RUNS`` runs start at its step
     ``_FEW_RUNS_STEP`` (each step is its own program, traced about 1 s the first time in a
     process, while one run costs milliseconds on any). Under a transformation: one call on
     ``TIERS[tier]`` (default tier 1).
@@ -698,11 +702,16 @@ def _evaluate(fn, args, rank, tier, concrete: bool):
         return fn(*args, *TIERS[1 if tier is None else tier])
     first = _FEW_RUNS_STEP if np.shape(args[0])[0] <= _FEW_RUNS else 0
     tiers = _ESCALATION[first:] if tier is None else (TIERS[tier],)
-    return [jnp.asarray(v) for v in _escalate(fn, [np.asarray(a) for a in args], rank, tiers)]
+    return _escalate(fn, [np.asarray(a) for a in args], rank, tiers)
 
 
-def _status(use_rdp, rel):
-    return jnp.where(use_rdp, RDP_FALLBACK, jnp.where(rel <= TOLERANCE, PROFILE_OK, PROFILE_LOOSE))
+def _status(use_rdp, rel, xp=jnp):
+    return xp.where(use_rdp, RDP_FALLBACK, xp.where(rel <= TOLERANCE, PROFILE_OK, PROFILE_LOOSE))
+
+
+def _namespace(concrete: bool):
+    """NumPy for the host-side steps of concrete calls, :mod:`jax.numpy` under tracing."""
+    return np if concrete else jnp
 
 
 def delta_schedule(q, sigma, steps, epsilon, *, tier: int | None = None) -> ProfileDelta:
@@ -726,20 +735,22 @@ def delta_schedule(q, sigma, steps, epsilon, *, tier: int | None = None) -> Prof
     if _validate.is_concrete(epsilon):
         _validate.check_range("epsilon", epsilon, low=0.0)
     concrete = _validate.is_concrete(q, sigma, steps, epsilon)
+    xp = _namespace(concrete)
     with ctx:
-        (qf, sf, tf), ef, shape = _flatten(q, sigma, steps, epsilon, dtype)
+        (qf, sf, tf), ef, shape = _flatten(q, sigma, steps, epsilon, dtype, xp)
         curve = conversions.compose_rdp(qf, sf, tf)
         d_rdp, _ = conversions.delta_from_rdp(curve, kernels.DEFAULT_ORDERS, ef)
+        d_rdp = xp.asarray(d_rdp)
         lr, la, rel = _evaluate(_delta_chunk, (qf, sf, tf, ef), lambda r: np.maximum(r[0], r[1]),
                                 tier, concrete)
-        none = jnp.all((qf == 0) | (tf == 0), axis=-1) | (ef == jnp.inf)
-        d_prof = jnp.exp(jnp.maximum(lr, la))
+        none = xp.all((qf == 0) | (tf == 0), axis=-1) | (ef == np.inf)
+        d_prof = xp.exp(xp.maximum(lr, la))
         use_rdp = ~(d_prof < d_rdp) & ~none
         tiny = jnp.finfo(dtype).tiny
-        d = jnp.where(none, 0.0, jnp.where(use_rdp, d_rdp, jnp.maximum(d_prof, tiny)))
-        res = ProfileDelta(d, jnp.exp(lr), jnp.exp(la), rel, d_rdp,
-                           jnp.where(none, PROFILE_OK, _status(use_rdp, rel)))
-        return ProfileDelta(*(v.reshape(shape) for v in res))
+        d = xp.where(none, 0.0, xp.where(use_rdp, d_rdp, xp.maximum(d_prof, tiny)))
+        res = ProfileDelta(d, xp.exp(lr), xp.exp(la), rel, d_rdp,
+                           xp.where(none, PROFILE_OK, _status(use_rdp, rel, xp)))
+        return ProfileDelta(*(jnp.asarray(v.reshape(shape)) for v in res))
 
 
 def epsilon_schedule(q, sigma, steps, delta, *, tier: int | None = None) -> ProfileEpsilon:
@@ -760,22 +771,31 @@ def epsilon_schedule(q, sigma, steps, delta, *, tier: int | None = None) -> Prof
     Raises:
       ValueError: with concrete inputs, naming an invalid argument.
     """
+    return _epsilon_schedule(q, sigma, steps, delta, tier, None)
+
+
+def _epsilon_schedule(q, sigma, steps, delta, tier, epsilon_rdp):
+    """:func:`epsilon_schedule`, with the runs' RDP ε given (``epsilon_rdp``) or computed."""
     dtype, ctx = _prepare(q, sigma, steps, delta)
     if _validate.is_concrete(delta):
         _validate.check_range("delta", delta, low=0.0, high=1.0)
     concrete = _validate.is_concrete(q, sigma, steps, delta)
+    xp = _namespace(concrete)
     with ctx:
-        (qf, sf, tf), df, shape = _flatten(q, sigma, steps, delta, dtype)
-        curve = conversions.compose_rdp(qf, sf, tf)
-        e_rdp, _ = conversions.epsilon_from_rdp(curve, kernels.DEFAULT_ORDERS,
-                                                jnp.where(df > 0, df, 1e-300))
-        e_rdp = jnp.where(df > 0, e_rdp, jnp.inf)
-        ld = jnp.log(jnp.where(df > 0, df, 1e-300))
-        e_prof, rel = _evaluate(_epsilon_chunk, (qf, sf, tf, ld, e_rdp), lambda r: r[0], tier,
-                                concrete)
+        (qf, sf, tf), df, shape = _flatten(q, sigma, steps, delta, dtype, xp)
+        positive = xp.where(df > 0, df, 1e-300)
+        if epsilon_rdp is None:
+            curve = conversions.compose_rdp(qf, sf, tf)
+            e_rdp, _ = conversions.epsilon_from_rdp(curve, kernels.DEFAULT_ORDERS, positive)
+        else:
+            e_rdp = xp.broadcast_to(xp.asarray(epsilon_rdp, dtype), shape).reshape(-1)
+        e_rdp = xp.where(df > 0, xp.broadcast_to(xp.asarray(e_rdp, dtype), df.shape), np.inf)
+        e_prof, rel = _evaluate(_epsilon_chunk, (qf, sf, tf, xp.log(positive), e_rdp),
+                                lambda r: r[0], tier, concrete)
         use_rdp = ~(e_prof < e_rdp)
-        res = ProfileEpsilon(jnp.where(use_rdp, e_rdp, e_prof), e_rdp, _status(use_rdp, rel))
-        return ProfileEpsilon(*(v.reshape(shape) for v in res))
+        res = ProfileEpsilon(xp.where(use_rdp, e_rdp, e_prof), e_rdp,
+                             _status(use_rdp, rel, xp))
+        return ProfileEpsilon(*(jnp.asarray(v.reshape(shape)) for v in res))
 
 
 def epsilon_core(q, sigma, steps, delta):
@@ -785,6 +805,18 @@ def epsilon_core(q, sigma, steps, delta):
     search over it (``accountant="profile"``).
     """
     return epsilon_schedule(q[:, None], sigma[:, None], steps[:, None], delta, tier=1).epsilon
+
+
+def epsilon_beside_rdp(q, sigma, steps, delta, epsilon_rdp) -> ProfileEpsilon:
+    """:func:`epsilon` for a caller that already holds the runs' RDP ε (the command line).
+
+    Not public. ``epsilon_rdp`` must be a sound RDP ε of the same runs at the same δ (e.g.
+    from :func:`jaxrdp.conversions.epsilon`): it bounds the search and is the fallback
+    returned where the profile cannot beat it. Saves tracing the shared-order RDP program
+    (about 1 s in a fresh process).
+    """
+    q, sigma, steps = _segments(q, sigma, steps)
+    return _epsilon_schedule(q, sigma, steps, delta, None, epsilon_rdp)
 
 
 def _segments(*args):

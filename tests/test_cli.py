@@ -39,10 +39,17 @@ def test_epsilon_in_practitioners_words_matches_the_library(capsys):
     assert r["steps"] == steps and r["q"] == q and r["delta"] == delta
     assert r["epsilon"] == pytest.approx(float(eps), rel=1e-12)
     assert r["order"] == float(order)
+    # the tight ε beside it by default; dp_accounting's PLD (pessimistic, 1e-4) gives
+    # 1.8310188 here, RDP 2.2350522
+    assert r["profile_status"] == "tight"
+    assert 1.8309 < r["epsilon_profile"] <= 1.8310188
+    only = _json(capsys, ["epsilon", *RUN, "--noise-multiplier", "1.1", "--rdp-only"])
+    assert "epsilon_profile" not in only and only["epsilon"] == r["epsilon"]
 
 
 def test_epsilon_with_q_and_steps(capsys):
-    r = _json(capsys, ["epsilon", "--q", "0.01", "--sigma", "1.1", "--steps", "1000", "--delta", "1e-5"])
+    r = _json(capsys, ["epsilon", "--q", "0.01", "--sigma", "1.1", "--steps", "1000", "--delta", "1e-5",
+                       "--rdp-only"])
     assert r["epsilon"] == pytest.approx(float(jaxrdp.epsilon(0.01, 1.1, 1000, 1e-5)[0]), rel=1e-12)
 
 
@@ -175,6 +182,26 @@ def test_command_line_fills_a_persistent_compilation_cache(tmp_path):
     cache = tmp_path / "cache" / "jaxrdp" / "xla"
     assert cache.is_dir() and any(cache.iterdir())
     assert _run_cli({}, tmp_path) == first  # read back from the cache: same answer
+
+
+def test_command_line_keeps_its_traced_programs(tmp_path):
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("JAX_COMPILATION", "JAX_ENABLE_COMPILATION"))}
+    env.pop(cli.NO_CACHE_VARIABLE, None)
+    env["XDG_CACHE_HOME"] = str(tmp_path / "cache")
+    argv = [sys.executable, "-m", "jaxrdp", "epsilon", "--q", "0.01", "--sigma", "1.1",
+            "--steps", "1000", "--delta", "1e-5", "--json"]
+    runs = [subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300)
+            for _ in range(2)]
+    assert all(r.returncode == 0 for r in runs), runs[0].stderr + runs[1].stderr
+    programs = tmp_path / "cache" / "jaxrdp" / "programs"
+    assert len(list(programs.glob("*.pkl"))) == 2  # the RDP ε and the profile's ε program
+    first, second = (json.loads(r.stdout) for r in runs)
+    assert first == second  # the second from the stored programs
+    assert first["epsilon"] == pytest.approx(float(jaxrdp.epsilon(0.01, 1.1, 1000, 1e-5)[0]),
+                                             rel=1e-12)
+    assert first["epsilon_profile"] == pytest.approx(
+        float(jaxrdp.profile.epsilon(0.01, 1.1, 1000, 1e-5).epsilon), rel=1e-12)
 
 
 def test_command_line_cache_respects_opt_out_and_jax_settings(tmp_path):

@@ -258,15 +258,15 @@ def test_cli_epsilon_shows_profile(capsys):
     from jaxrdp import cli
 
     argv = ["epsilon", "--q", "0.08192", "--sigma", "3", "--steps", "875", "--delta", "1e-5"]
+    cli.main(argv + ["--rdp-only", "--json"])
+    assert "epsilon_profile" not in json.loads(capsys.readouterr().out)
     cli.main(argv + ["--json"])
-    assert "epsilon_profile" not in json.loads(capsys.readouterr().out)  # opt-in: slower
-    cli.main(argv + ["--profile", "--json"])
     r = json.loads(capsys.readouterr().out)
     # issue 11: PLD (pessimistic, 1e-4) gives 3.602 here, RDP 3.910
     assert 3.6015 < r["epsilon_profile"] < 3.6025 < 3.909 < r["epsilon"] < 3.911
     assert r["epsilon_profile"] == float(profile.epsilon(0.08192, 3.0, 875, 1e-5).epsilon)
     assert r["profile_status"] == "tight"
-    cli.main(argv + ["--profile"])
+    cli.main(argv)
     text = capsys.readouterr().out
     assert "by the exact privacy profile (tight)" in text and "by RDP" in text
 
