@@ -793,8 +793,11 @@ def _epsilon_schedule(q, sigma, steps, delta, tier, epsilon_rdp):
         e_prof, rel = _evaluate(_epsilon_chunk, (qf, sf, tf, xp.log(positive), e_rdp),
                                 lambda r: r[0], tier, concrete)
         use_rdp = ~(e_prof < e_rdp)
+        # ε = 0 by RDP (nothing sampled, or δ ≥ 1, or noise that large) and ε = ∞ at δ = 0
+        # are exact, whichever accountant says so
+        exact = (e_rdp == 0) | (df == 0)
         res = ProfileEpsilon(xp.where(use_rdp, e_rdp, e_prof), e_rdp,
-                             _status(use_rdp, rel, xp))
+                             xp.where(exact, PROFILE_OK, _status(use_rdp, rel, xp)))
         return ProfileEpsilon(*(jnp.asarray(v.reshape(shape)) for v in res))
 
 

@@ -234,6 +234,15 @@ def test_epsilon_gaussian_sound_and_tighter_than_rdp():
             assert float(ref.gaussian_delta(e * (1 - 1e-4), s_, t_)) > d_
 
 
+def test_epsilon_exact_trivial_cases_are_tight():
+    # nothing sampled; δ = 0 (ε = ∞: the Gaussian's support is unbounded); δ = 1; noise so
+    # large that ε = 0 meets δ = 0.5: exact answers, reported as such (not as RDP fallbacks)
+    res = profile.epsilon([0.0, 0.01, 0.01, 0.5], [1.0, 1.0, 1.0, 1e4], [100, 100, 100, 10],
+                          [1e-5, 0.0, 1.0, 0.5])
+    assert np.asarray(res.epsilon).tolist() == [0.0, np.inf, 0.0, 0.0]
+    assert np.all(np.asarray(res.status) == profile.PROFILE_OK)
+
+
 def test_epsilon_issue_example_below_rdp():
     res = profile.epsilon(4096 / 50000, 3.0, 875, 1e-5)
     # dp_accounting PLD (pessimistic, 1e-4) gives 3.602, RDP 3.910
