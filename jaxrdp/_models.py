@@ -71,6 +71,36 @@ def lane(x, a):
     return a[:, None] if jnp.ndim(x) == 2 else a
 
 
+# ------------------------------------------------------------------------ a generic proposer
+
+
+def log_secant(first_slope: float = -1.0) -> _solver.Proposer:
+    """Secant steps on log ε (not ε) against the search coordinate.
+
+    ε of the SGM is close to a power law in σ, T and q (ε ∝ σ^−p, √T, q with p ≈ 1–2 on
+    DP-SGD runs), so log ε is close to linear in the (logarithmic) search coordinate and a
+    secant through two points lands near the root; the first step, from one point, assumes
+    ``first_slope``. The value the search sees is ε − target, so
+    log(ε/target) = log1p(value/target). Non-negative ε and a finite slope of the right sign
+    are required; otherwise the solver's safeguards (bisection) take over.
+    """
+
+    def init(v0, args, to_x):
+        del args, to_x
+        return v0, (v0, jnp.full_like(v0, jnp.nan))
+
+    def propose(probe: _solver.Probe, memory, args: SearchArgs):
+        v_prev, g_prev = memory
+        value = jnp.asarray(probe.value, probe.v.dtype)
+        g = jnp.log1p(value / args.target)
+        slope = jnp.where(jnp.isnan(g_prev), first_slope, (g - g_prev) / (probe.v - v_prev))
+        usable = jnp.isfinite(slope) & (slope < 0) & jnp.isfinite(g)
+        v_next = jnp.where(usable, probe.v - g / jnp.where(usable, slope, -1.0), jnp.nan)
+        return v_next, (probe.v, g)
+
+    return _solver.Proposer(init, propose)
+
+
 # --------------------------------------------------------------------------- the RDP model
 
 

@@ -226,6 +226,7 @@ _ACCOUNTANTS = {
     "profile": lambda cfg: _models.EpsilonModel(
         epsilon=lambda q, s, t, d: (profile.epsilon_core(q, s, t, d), None),
         hints=lambda target, delta: (target, delta),
+        proposer=lambda params, refine_start: _models.log_secant(),
         sigma_start=functools.partial(_profile_sigma_start, cfg),
     ),
 }
