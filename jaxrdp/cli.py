@@ -449,7 +449,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--rdp-only", action="store_true",
         help="only the RDP ε, without the tight ε of the exact privacy profile "
-        "(jaxrdp.profile) beside it: about 0.4 s shorter per run, 3 s on a first run",
+        "(jaxrdp.profile) beside it: about 0.3 s shorter per run, 2.4 s on a first run",
     )
     p.add_argument("--profile", action="store_true", help=argparse.SUPPRESS)  # the default now
     p = command(
