@@ -14,6 +14,7 @@ a check that ε_profile(σ*) ≤ target for every target.
 import argparse
 import time
 
+import jax
 import numpy as np
 
 from jaxrdp import profile
@@ -79,10 +80,12 @@ def calibrate(n, sample, delta, rng):
     eps = rng.uniform(1.0, 8.0, n)
     q = 10 ** rng.uniform(-3, -1.5, n)
     t = np.round(10 ** rng.uniform(2.5, 4, n))
-    sweep.noise_multiplier(eps, delta, q, t, accountant="profile")  # compile
+    # compile, and wait for it: JAX dispatches asynchronously, and an unfinished warm-up
+    # call would be timed with the next one (it was, before: twice the time per target)
+    jax.block_until_ready(sweep.noise_multiplier(eps, delta, q, t, accountant="profile").value)
     t0 = time.perf_counter()
     res = sweep.noise_multiplier(eps, delta, q, t, accountant="profile")
-    sigma = np.asarray(res.value)
+    sigma = np.asarray(jax.block_until_ready(res.value))
     per_target = (time.perf_counter() - t0) / n
     check = np.asarray(profile.epsilon(q, sigma, t, delta).epsilon)
     print(f"calibration: {n} targets, {per_target * 1e3:.2f} ms/target; "
