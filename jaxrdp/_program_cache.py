@@ -30,7 +30,7 @@ import tempfile
 import jax
 import numpy as np
 
-__all__ = ["call", "disable", "enable", "enabled"]
+__all__ = ["call", "disable", "enable"]
 
 _directory: pathlib.Path | None = None
 _programs: dict = {}  # path → the stored program, compiled, for later calls in this process
@@ -59,10 +59,6 @@ def disable() -> None:
     global _directory
     _directory = None
     _programs.clear()
-
-
-def enabled() -> bool:
-    return _directory is not None
 
 
 @functools.lru_cache(maxsize=1)
@@ -109,6 +105,14 @@ def _jitted(fn, n_args: int, n_static: int, options: tuple):
                    compiler_options=dict(options))
 
 
+def _direct(fn, args, static, compiler_options):
+    """``fn(*args, *static)`` traced as usual, compiled with ``compiler_options`` if any."""
+    if compiler_options is None:
+        return fn(*args, *static)
+    options = tuple(sorted(compiler_options.items()))
+    return _jitted(fn, len(args), len(static), options)(*args, *static)
+
+
 def call(name: str, fn, args, static: tuple = (), compiler_options=None):
     """``fn(*args, *static)``, through a stored program when :func:`enable` was called.
 
@@ -127,10 +131,7 @@ def call(name: str, fn, args, static: tuple = (), compiler_options=None):
       What ``fn`` returns.
     """
     if _directory is None:
-        if compiler_options is None:
-            return fn(*args, *static)
-        return _jitted(fn, len(args), len(static), tuple(sorted(compiler_options.items())))(
-            *args, *static)
+        return _direct(fn, args, static, compiler_options)
     if compiler_options is None:
         compiler_options = one_shot_options()
     path = _directory / (_key(name, static, args) + ".pkl")
@@ -141,7 +142,7 @@ def call(name: str, fn, args, static: tuple = (), compiler_options=None):
             try:
                 exported = jax.export.export(jax.jit(lambda *a: fn(*a, *static)))(*args)
             except Exception:  # a program export cannot represent: run it as usual
-                return fn(*args, *static)
+                return _direct(fn, args, static, compiler_options)
             _store(path, exported)
         program = _programs[path] = jax.jit(exported.call, compiler_options=compiler_options)
     return program(*args)

@@ -696,9 +696,9 @@ def _evaluate(fn, args, rank, tier, concrete: bool):
     """``fn(*args, nx, nu)`` on the tiers asked for.
 
     Concrete inputs: escalation along ``_ESCALATION`` (``tier=None``) or the one tier, in
-    chunks of bounded memory, results as NumPy arrays; calls of at most ``_FEW_RUNS`` runs start at its step
-    ``_FEW_RUNS_STEP`` (each step is its own program, traced about 1 s the first time in a
-    process, while one run costs milliseconds on any). Under a transformation: one call on
+    chunks of bounded memory, results as NumPy arrays; calls of at most ``_FEW_RUNS`` runs
+    start at its step ``_FEW_RUNS_STEP`` (each step is its own program, traced about 1 s the
+    first time in a process, while one run costs milliseconds on any). Under a transformation: one call on
     ``TIERS[tier]`` (default tier 1).
     """
     if tier is not None:
