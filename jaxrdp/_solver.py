@@ -35,6 +35,7 @@ from typing import Any, Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 MAX_ITERATIONS = 64  # bisection alone needs < 40 in double precision
 _MAX_STEP = 3.0  # largest move of one model step while the root is unbracketed
@@ -467,3 +468,109 @@ def _iterate(step, s: _State, lanes, sizes: tuple, max_iterations: int, full: bo
         return jax.lax.cond(few, compacted, lambda s: step(s, lanes, full), s)
 
     return jax.lax.while_loop(cond, body, s)
+
+
+# --------------------------------------------------------------------- refinement on host
+
+
+class Refined(NamedTuple):
+    """Result of :func:`refine_on_host`, per lane (NumPy).
+
+    Attributes:
+      x: ``(n,)`` the feasible end: the starting point, or a point evaluated and found
+        feasible nearer the boundary.
+      converged: ``(n,)`` the bracket closed (``rtol``, or adjacent integers), or the
+        starting point had no slack to give.
+      evaluations: scalar, batched evaluations made.
+    """
+
+    x: Any
+    converged: Any
+    evaluations: int
+
+
+def refine_on_host(value, x, lower, upper, *, feasible_above: bool, integer: bool = False,
+                   first_slope: float, rtol: float, iterations: int = 24) -> Refined:
+    """Move feasible points ``x`` toward the boundary of ``{value ≤ 0}``, on the host.
+
+    For a value function that cannot be traced (e.g. one that picks its own programs per
+    lane, as the escalated privacy profile does), starting from points already known to
+    be feasible (found with a sound but looser bound of the same quantity). The search is
+    on ``log x`` with ``value = log(ε/target)``: first a step on the assumed slope
+    ``first_slope``, 10% long so that it likely straddles the root; once bracketed,
+    regula falsi with the Illinois weights; every point at least half the tolerance inside
+    the bracket (a root found at an end is closed in by the next evaluation), and
+    bisection where the step is unusable or has not halved the bracket in two steps (the
+    value may be a bumpy bound, the smallest of several sound ones). Integer domains
+    evaluate integers only, rounded toward the feasible side. Every returned point was
+    evaluated feasible (or is the start).
+
+    Args:
+      value: ``(idx, x) -> log(ε/target)`` ``(m,)`` for the lanes ``idx`` (int array) at
+        points ``x`` ``(m,)``; NaN counts as infeasible.
+      x: ``(n,)`` feasible starting points (positive, finite).
+      lower, upper: ``(n,)`` the domain (positive).
+      feasible_above: feasibility holds for larger ``x`` (σ) or for smaller (``q``, ``T``).
+      integer: search integers only (the ends of the domain should be integers).
+      first_slope: assumed d log ε / d log x for the first step (e.g. −1 for σ).
+      rtol: relative bracket width at which a lane stops (continuous domains).
+      iterations: most batched evaluations after the one at ``x``.
+
+    Returns:
+      :class:`Refined`.
+    """
+    x = np.array(x, np.float64)
+    lower, upper = (np.broadcast_to(np.asarray(a, np.float64), x.shape) for a in (lower, upper))
+    sign = 1.0 if feasible_above else -1.0  # v = sign·log x grows toward the feasible side
+    edge = sign * np.log(lower if feasible_above else upper)  # the infeasible end of the domain
+    g_f = np.array(value(np.arange(x.size), x), np.float64)
+    v_f = sign * np.log(x)
+    v_i = np.full(x.shape, edge)  # infeasible end of the bracket (the domain's, unevaluated)
+    g_i = np.full(x.shape, np.nan)
+    tol = np.log1p(rtol)
+
+    def closed(vf, vi):
+        if integer:  # no integer strictly inside
+            return np.abs(np.round(np.exp(sign * vf)) - np.round(np.exp(sign * vi))) <= 1.0
+        return vf - vi <= tol
+
+    done = ~(g_f < 0) | closed(v_f, v_i)  # no slack, or nothing left to gain
+    widths = np.full((2,) + x.shape, np.inf)  # bracket widths one and two steps ago
+    last_ok = np.full(x.shape, True)  # side of the last evaluation (Illinois weights)
+    evaluations = 1
+    for _ in range(iterations):
+        act = np.nonzero(~done)[0]
+        if not act.size:
+            break
+        vf, gf, vi, gi = v_f[act], g_f[act], v_i[act], g_i[act]
+        known = np.isfinite(gi)
+        # bracketed: regula falsi (Illinois: the end kept twice in a row counts half);
+        # else one step on the assumed slope, 10% long, to straddle the root
+        slope = np.where(known, (gf - gi) / (vf - vi), sign * first_slope)  # dg/dv < 0
+        step = np.where(np.isfinite(slope) & (slope < 0), -gf / slope, np.nan)  # ≤ 0
+        v = np.where(known, vf + step, vf + 1.1 * step)
+        # a step that counts: at least tol/2 inside the bracket (a root found at either end
+        # is then closed in by the next evaluation)
+        v = np.clip(v, vi + 0.5 * tol, vf - 0.5 * tol)
+        stalled = known & (vf - vi > 0.5 * widths[1, act])
+        v = np.where(np.isfinite(v) & ~stalled, v, 0.5 * (vf + vi))
+        widths[1, act], widths[0, act] = widths[0, act], vf - vi
+        xn = np.exp(sign * v)
+        if integer:  # strictly inside the bracket, rounded toward the feasible side
+            xf, xi = np.round(np.exp(sign * vf)), np.round(np.exp(sign * vi))
+            if feasible_above:
+                xn = np.clip(np.ceil(xn), xi + 1.0, xf - 1.0)
+            else:
+                xn = np.clip(np.floor(xn), xf + 1.0, xi - 1.0)
+        xn = np.clip(xn, lower[act], upper[act])
+        g = np.array(value(act, xn), np.float64)
+        evaluations += 1
+        ok = g <= 0
+        vn = sign * np.log(xn)
+        x[act] = np.where(ok, xn, x[act])
+        v_f[act], v_i[act] = np.where(ok, vn, vf), np.where(ok, vi, vn)
+        g_f[act] = np.where(ok, g, np.where(last_ok[act], gf, 0.5 * gf))
+        g_i[act] = np.where(ok, np.where(last_ok[act], 0.5 * gi, gi), g)
+        last_ok[act] = ok
+        done[act] = closed(v_f[act], v_i[act])
+    return Refined(x, done, evaluations)

@@ -78,10 +78,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxrdp import _devices, _models, _solver, _validate, conversions, kernels, profile
+from jaxrdp import (_devices, _models, _precision, _solver, _validate, conversions, kernels,
+                    profile)
 
 __all__ = [
     "Q_MIN",
+    "REFINE_AUTO_TARGETS",
     "SIGMA_RANGE",
     "Calibration",
     "CalibrationError",
@@ -101,6 +103,12 @@ SIGMA_RANGE = (1e-3, 1e8)
 #: Smallest sampling rate :func:`sampling_rate` searches; a target that needs a smaller
 #: ``q`` is reported as :attr:`Status.INFEASIBLE` (value 0).
 Q_MIN = 1e-12
+
+#: Calibrations against the profile (``accountant="profile"``) of at most this many
+#: targets are refined against the escalated :func:`jaxrdp.profile.epsilon` by default
+#: (``refine=None``): ~8 escalated evaluations per target, which a handful of targets
+#: afford and a large batch may not (about 4× the search's own time on random targets).
+REFINE_AUTO_TARGETS = 16
 
 _MAX_RUNS = 32  # batch_size: rounds (a cut and one run of equal step count each)
 _ADJUST = 4  # max_steps: ±1 corrections of the closed-form floor
@@ -283,6 +291,75 @@ def _run(core, spec: _validate.Spec, cfg: _Config, *args) -> Calibration:
     return Calibration(value, status)
 
 
+class _Coordinate(NamedTuple):
+    """The searched variable of a calibrator, for :func:`_refined`."""
+
+    params: object  # (x, [flat arguments after δ, at the lanes]) -> (q, σ, steps)
+    lower: float
+    upper: float
+    feasible_above: bool
+    integer: bool
+    first_slope: float  # d log ε / d log x assumed for the first step
+
+
+def _refine_wanted(refine, cfg: _Config, args) -> bool:
+    """Whether to refine (``refine``: True, False or None for the default), checked."""
+    if refine is not None and not isinstance(refine, (bool, np.bool_)):
+        raise ValueError(f"refine must be True, False or None; got refine={refine!r}")
+    if cfg.accountant != "profile":
+        if refine:
+            raise ValueError("refine applies to accountant='profile' only (the RDP search is "
+                             "already tight against the exact RDP ε)")
+        return False
+    host = _validate.is_concrete(*args) and _precision.compute_context(*args)[0] == np.float64
+    if not host:
+        if refine:
+            raise ValueError("refine=True needs concrete float64 inputs (Python or NumPy "
+                             "values): it runs on the host")
+        return False
+    if refine is None:
+        return math.prod(np.broadcast_shapes(*(np.shape(a) for a in args))) <= REFINE_AUTO_TARGETS
+    return bool(refine)
+
+
+def _refined(result: Calibration, cfg: _Config, coordinate: _Coordinate, args) -> Calibration:
+    """``result`` moved to the boundary of the *escalated* profile ε (host, concrete).
+
+    The calibrators search the traceable profile ε (one tier, :data:`jaxrdp.profile.TIERS`
+    ``[1]``), a sound upper bound that is loose where few steps are sampled: there the
+    value found is feasible but conservative (by up to 8% in σ on random DP-SGD targets;
+    the escalated ε of :func:`jaxrdp.profile.epsilon` is tighter). From that feasible
+    point, :func:`jaxrdp._solver.refine_on_host` searches the escalated ε, lanes with
+    status OK only: every value it returns was checked feasible with the escalated ε (a
+    sound bound), so the guarantees of the status stay; the value is never larger (σ) or
+    smaller (``q``, ``T``) than the traceable search's. ~8 escalated evaluations per
+    refined lane, tens of milliseconds each where the profile needs its larger tiers.
+    """
+    value, status = np.asarray(result.value, np.float64), np.asarray(result.status)
+    shape = value.shape
+    flat = [np.broadcast_to(np.asarray(a, np.float64), shape).reshape(-1) for a in args]
+    target = flat[0] * (1.0 - _margin(np.float64))
+    delta = flat[1]
+    v = value.reshape(-1).copy()
+    lanes = np.nonzero((status.reshape(-1) == Status.OK) & np.isfinite(v) & (v > 0))[0]
+    if lanes.size:
+
+        def log_ratio(sub, x):
+            at = lanes[sub]
+            q, sigma, steps = coordinate.params(x, [a[at] for a in flat[2:]])
+            eps = np.asarray(profile.epsilon(q, sigma, steps, delta[at]).epsilon)
+            with np.errstate(divide="ignore"):
+                return np.log(eps / target[at])
+
+        found = _solver.refine_on_host(
+            log_ratio, v[lanes], coordinate.lower, coordinate.upper,
+            feasible_above=coordinate.feasible_above, integer=coordinate.integer,
+            first_slope=coordinate.first_slope, rtol=cfg.rtol)
+        v[lanes] = found.x
+    with jax.enable_x64(True):
+        return Calibration(jnp.asarray(v.reshape(shape)), result.status)
+
+
 # --------------------------------------------------------------------------- traced helpers
 
 
@@ -448,6 +525,7 @@ def _noise_solve_jvp(cfg, primals, tangents):
 def noise_multiplier(
     target_epsilon, target_delta, q, steps,
     *, orders=None, rtol: float = 1e-6, method: str = "improved", accountant: str = "rdp",
+    refine: bool | None = None,
 ) -> Calibration:
     """The smallest noise multiplier σ meeting an ``(ε, δ)`` target, for many targets at once.
 
@@ -476,6 +554,13 @@ def noise_multiplier(
         accountant of :func:`jaxrdp.conversions.epsilon`) or ``"profile"`` (the tight
         privacy profile of :func:`jaxrdp.profile.epsilon`; slower, and equal to the RDP
         ε where the profile falls back to it).
+      refine: with ``accountant="profile"`` and concrete float64 inputs, move each result
+        from the boundary of the traceable profile ε the search uses (one tier) to that
+        of the escalated :func:`jaxrdp.profile.epsilon`, on the host: tighter where few
+        steps are sampled (σ* up to 8% smaller on random DP-SGD targets), at ~8 escalated
+        ε evaluations per target. ``None`` (default): only in calls of at most
+        :data:`REFINE_AUTO_TARGETS` targets; ``True`` with the RDP accountant or traced
+        inputs raises ``ValueError``.
 
     Returns:
       :class:`Calibration` ``(value, status)`` of shape ``S``. ``value`` is σ*; it is 0
@@ -494,7 +579,17 @@ def noise_multiplier(
       Kamath, Steinke (2020), Proposition 12.
     """
     cfg = _config(orders, method, rtol, accountant)
-    return _run(_noise_solve, _NOISE_ARGS, cfg, target_epsilon, target_delta, q, steps)
+    args = (target_epsilon, target_delta, q, steps)
+    refining = _refine_wanted(refine, cfg, args)
+    result = _run(_noise_solve, _NOISE_ARGS, cfg, *args)
+    if refining:
+        result = _refined(result, cfg, _NOISE_COORDINATE, args)
+    return result
+
+
+#: σ: feasible above; ε ∝ 1/σ roughly.
+_NOISE_COORDINATE = _Coordinate(lambda x, e: (e[0], x, e[1]), SIGMA_RANGE[0], SIGMA_RANGE[1],
+                                feasible_above=True, integer=False, first_slope=-1.0)
 
 
 # --------------------------------------------------------------------------- max steps
@@ -551,6 +646,7 @@ def _steps_core(cfg, target, delta, q, sigma):
 def max_steps(
     target_epsilon, target_delta, q, noise_multiplier,
     *, orders=None, method: str = "improved", accountant: str = "rdp",
+    refine: bool | None = None,
 ) -> Calibration:
     """The largest number of steps ``T`` meeting an ``(ε, δ)`` target, in closed form.
 
@@ -571,6 +667,13 @@ def max_steps(
         accountant of :func:`jaxrdp.conversions.epsilon`) or ``"profile"`` (the tight
         privacy profile of :func:`jaxrdp.profile.epsilon`; slower, and equal to the RDP
         ε where the profile falls back to it).
+      refine: with ``accountant="profile"`` and concrete float64 inputs, move each result
+        from the boundary of the traceable profile ε the search uses (one tier) to that
+        of the escalated :func:`jaxrdp.profile.epsilon`, on the host: tighter where few
+        steps are sampled (σ* up to 8% smaller on random DP-SGD targets), at ~8 escalated
+        ε evaluations per target. ``None`` (default): only in calls of at most
+        :data:`REFINE_AUTO_TARGETS` targets; ``True`` with the RDP accountant or traced
+        inputs raises ``ValueError``.
 
     Returns:
       :class:`Calibration` of shape ``S`` whose value is ``T*`` as an integer-valued float:
@@ -586,7 +689,17 @@ def max_steps(
       Mironov (2017), Proposition 1; Canonne, Kamath, Steinke (2020), Proposition 12.
     """
     cfg = _config(orders, method, 1e-6, accountant)
-    return _run(_steps_core, _STEPS_ARGS, cfg, target_epsilon, target_delta, q, noise_multiplier)
+    args = (target_epsilon, target_delta, q, noise_multiplier)
+    refining = _refine_wanted(refine, cfg, args)
+    result = _run(_steps_core, _STEPS_ARGS, cfg, *args)
+    if refining:
+        result = _refined(result, cfg, _STEPS_COORDINATE, args)
+    return result
+
+
+#: T: feasible below, integers; ε ∝ √T roughly.
+_STEPS_COORDINATE = _Coordinate(lambda x, e: (e[0], e[1], x), 1.0, _MAX_EXACT_INTEGER,
+                                feasible_above=False, integer=True, first_slope=0.5)
 
 
 # --------------------------------------------------------------------------- sampling rate
@@ -627,6 +740,7 @@ def _rate_core(cfg, target, delta, sigma, steps):
 def sampling_rate(
     target_epsilon, target_delta, noise_multiplier, steps,
     *, orders=None, rtol: float = 1e-6, method: str = "improved", accountant: str = "rdp",
+    refine: bool | None = None,
 ) -> Calibration:
     """The largest sampling rate ``q`` meeting an ``(ε, δ)`` target.
 
@@ -646,6 +760,13 @@ def sampling_rate(
         accountant of :func:`jaxrdp.conversions.epsilon`) or ``"profile"`` (the tight
         privacy profile of :func:`jaxrdp.profile.epsilon`; slower, and equal to the RDP
         ε where the profile falls back to it).
+      refine: with ``accountant="profile"`` and concrete float64 inputs, move each result
+        from the boundary of the traceable profile ε the search uses (one tier) to that
+        of the escalated :func:`jaxrdp.profile.epsilon`, on the host: tighter where few
+        steps are sampled (σ* up to 8% smaller on random DP-SGD targets), at ~8 escalated
+        ε evaluations per target. ``None`` (default): only in calls of at most
+        :data:`REFINE_AUTO_TARGETS` targets; ``True`` with the RDP accountant or traced
+        inputs raises ``ValueError``.
 
     Returns:
       :class:`Calibration` of shape ``S``: ``q*`` (1 when every rate is within the target,
@@ -659,9 +780,17 @@ def sampling_rate(
       Mironov, Talwar, Zhang (2019), Sec. 3; Canonne, Kamath, Steinke (2020), Prop. 12.
     """
     cfg = _config(orders, method, rtol, accountant)
-    return _run(
-        _rate_core, _RATE_ARGS, cfg, target_epsilon, target_delta, noise_multiplier, steps
-    )
+    args = (target_epsilon, target_delta, noise_multiplier, steps)
+    refining = _refine_wanted(refine, cfg, args)
+    result = _run(_rate_core, _RATE_ARGS, cfg, *args)
+    if refining:
+        result = _refined(result, cfg, _RATE_COORDINATE, args)
+    return result
+
+
+#: q: feasible below, at most 1; ε ∝ q roughly.
+_RATE_COORDINATE = _Coordinate(lambda x, e: (x, e[0], e[1]), Q_MIN, 1.0,
+                               feasible_above=False, integer=False, first_slope=1.0)
 
 
 # --------------------------------------------------------------------------- batch size

@@ -171,3 +171,52 @@ def test_a_new_epsilon_function_plugs_into_every_calibrator(epsilon_only):
 def test_unknown_accountant_is_named():
     with pytest.raises(ValueError, match="accountant=.nope."):
         sweep.noise_multiplier(1.0, 1e-5, 0.01, 100, accountant="nope")
+
+
+def test_refine_on_host_closes_in_on_the_boundary_from_feasible_starts():
+    """The host refinement: from feasible but conservative starts, the closed-form roots
+    (continuous, σ-like and q-like) and the largest integer n with n² ≤ c, every returned
+    point feasible; a start with no slack is returned as it is, unevaluated beyond it."""
+    rng = np.random.default_rng(5)
+    n = 30
+    target = 10 ** rng.uniform(-1, 1, n)
+    steps = np.round(10 ** rng.uniform(0, 4, n))
+    delta = 10 ** rng.uniform(-9, -3, n)
+    exact = _toy_sigma_star(target, steps, delta)
+    calls = []
+
+    def value(idx, x):  # log(ε/target); ε decreasing in σ
+        calls.append(idx.size)
+        with jax.enable_x64(True):
+            eps = np.asarray(_toy_gaussian_epsilon(jnp.asarray(x), jnp.asarray(steps[idx]),
+                                                   jnp.asarray(delta[idx])))
+        return np.log(eps / target[idx])
+
+    start = exact * 10 ** rng.uniform(0.01, 1.0, n)  # 2% to 10× too much noise
+    rtol = 1e-7
+    out = _solver.refine_on_host(value, start, 1e-3, 1e6, feasible_above=True,
+                                 first_slope=-1.0, rtol=rtol)
+    assert np.all(out.converged)
+    assert np.all(out.x >= exact * (1 - 1e-12)) and np.max(out.x / exact - 1) < 2 * rtol
+    print(f"\nrefinement: {out.evaluations} batched evaluations")
+    assert out.evaluations <= 12
+
+    # q-like (feasible below, ε ∝ q²): the root of (x/r)² = 1, from below
+    r = 10 ** rng.uniform(-6, -1, n)
+    out = _solver.refine_on_host(lambda idx, x: 2.0 * np.log(x / r[idx]), r * 0.3, 1e-12, 1.0,
+                                 feasible_above=False, first_slope=1.0, rtol=rtol)
+    assert np.all(out.converged) and np.all(out.x <= r) and np.max(1 - out.x / r) < 2 * rtol
+
+    # integers: largest m with m² ≤ c (feasible below), from m = 1
+    c = np.array([2.0, 10.0, 99.0, 100.0, 12345.0, 5e8])
+    out = _solver.refine_on_host(lambda idx, x: np.log(x * x / c[idx]), np.ones(6), 1.0, 2.0**52,
+                                 feasible_above=False, integer=True, first_slope=0.5, rtol=0.0)
+    np.testing.assert_array_equal(out.x, np.floor(np.sqrt(c + 1e-9)))
+    assert np.all(out.converged)
+
+    # no slack: the start is returned after its one evaluation
+    calls.clear()
+    out = _solver.refine_on_host(value, exact * (1 - 1e-13), 1e-3, 1e6, feasible_above=True,
+                                 first_slope=-1.0, rtol=rtol)
+    np.testing.assert_array_equal(out.x, exact * (1 - 1e-13))
+    assert calls == [n] and out.evaluations == 1
