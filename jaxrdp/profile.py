@@ -84,7 +84,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxrdp import _complex_moments as cm
-from jaxrdp import _precision, _program_cache, _validate, conversions, kernels
+from jaxrdp import _one_step, _precision, _program_cache, _validate, conversions, kernels
 
 __all__ = [
     "PROFILE_LOOSE",
@@ -723,6 +723,34 @@ def _namespace(concrete: bool):
     return np if concrete else jnp
 
 
+def _single_step(qf, sf, tf, xp):
+    """Runs of exactly one sampled step ``(n,)``, and that step's q and σ (safe elsewhere).
+
+    Their profile is exact in closed form (:mod:`jaxrdp._one_step`; float64), where the
+    line integral has no composition to smooth the loss and is never within TOLERANCE.
+    """
+    sampled = (qf > 0) & (tf > 0)
+    one = xp.sum(xp.where(sampled, tf, 0.0), axis=-1) == 1
+    one = one & (qf.dtype == np.float64)  # its error bounds are float64's
+    q1 = xp.sum(xp.where(sampled, qf, 0.0), axis=-1)
+    s1 = xp.sum(xp.where(sampled, sf, 0.0), axis=-1)
+    return one, xp.where(one, q1, 0.5), xp.where(one, s1, 1.0)
+
+
+def _evaluate_rest(fn, args, rank, tier, concrete, skip, fill):
+    """:func:`_evaluate` on the runs not in ``skip`` (concrete: only those are computed);
+    ``fill`` gives the skipped runs' outputs."""
+    if not concrete:
+        return _evaluate(fn, args, rank, tier, concrete)
+    rest = np.nonzero(~skip)[0]
+    out = [np.full(skip.shape, v, np.float64) for v in fill]
+    if rest.size:
+        for o, v in zip(out, _evaluate(fn, [np.asarray(a)[rest] for a in args], rank, tier,
+                                       concrete)):
+            o[rest] = v
+    return out
+
+
 def delta_schedule(q, sigma, steps, epsilon, *, tier: int | None = None) -> ProfileDelta:
     """δ(ε) of a schedule of SGM segments composed (add-or-remove, tight).
 
@@ -750,8 +778,14 @@ def delta_schedule(q, sigma, steps, epsilon, *, tier: int | None = None) -> Prof
         curve = conversions.compose_rdp(qf, sf, tf)
         d_rdp, _ = conversions.delta_from_rdp(curve, kernels.DEFAULT_ORDERS, ef)
         d_rdp = xp.asarray(d_rdp)
-        lr, la, rel = _evaluate(_delta_chunk, (qf, sf, tf, ef), lambda r: np.maximum(r[0], r[1]),
-                                tier, concrete)
+        one, q1, s1 = _single_step(qf, sf, tf, xp)
+        lr, la, rel = _evaluate_rest(_delta_chunk, (qf, sf, tf, ef),
+                                     lambda r: np.maximum(r[0], r[1]), tier, concrete, one,
+                                     (-np.inf, -np.inf, np.inf))
+        lr1, la1, eta1 = (xp.asarray(v) for v in _one_step.log_delta(q1, s1, ef))
+        lr = xp.where(one, lr1 + xp.log1p(eta1), lr)
+        la = xp.where(one, la1 + xp.log1p(eta1), la)
+        rel = xp.where(one, eta1, rel)
         none = xp.all((qf == 0) | (tf == 0), axis=-1) | (ef == np.inf)
         d_prof = xp.exp(xp.maximum(lr, la))
         use_rdp = ~(d_prof < d_rdp) & ~none
@@ -799,8 +833,15 @@ def _epsilon_schedule(q, sigma, steps, delta, tier, epsilon_rdp):
         else:
             e_rdp = xp.broadcast_to(xp.asarray(epsilon_rdp, dtype), shape).reshape(-1)
         e_rdp = xp.where(df > 0, xp.broadcast_to(xp.asarray(e_rdp, dtype), df.shape), np.inf)
-        e_prof, rel = _evaluate(_epsilon_chunk, (qf, sf, tf, xp.log(positive), e_rdp),
-                                lambda r: r[0], tier, concrete)
+        one, q1, s1 = _single_step(qf, sf, tf, xp)
+        e_prof, rel = _evaluate_rest(_epsilon_chunk, (qf, sf, tf, xp.log(positive), e_rdp),
+                                     lambda r: r[0], tier, concrete, one, (np.inf, np.inf))
+        usable = one & (e_rdp > 0) & (e_rdp < np.inf)
+        e1, rel1, ok1 = (xp.asarray(v) for v in _one_step.epsilon(
+            q1, s1, xp.log(positive), xp.where(usable, e_rdp, 1.0)))
+        closed = usable & ok1
+        e_prof = xp.where(closed, e1, e_prof)
+        rel = xp.where(closed, rel1, rel)
         use_rdp = ~(e_prof < e_rdp)
         # ε = 0 by RDP (nothing sampled, or δ ≥ 1, or noise that large) and ε = ∞ at δ = 0
         # are exact, whichever accountant says so

@@ -1,0 +1,178 @@
+"""The privacy profile of a single SGM step in closed form (private).
+
+For one step of the Sampled Gaussian Mechanism (sampling rate q, noise multiplier σ) the
+set {p > e^ε p'} is a half-line in the output x, so both directions of the add-or-remove
+profile are Gaussian tail probabilities. With the Gaussian mechanism's profile
+(sensitivity 1, noise σ; Balle and Wang 2018, Theorem 8)
+
+    δ_G(s) = Φ̄(A) − e^s Φ̄(B),   A = σs − 1/2σ,  B = A + 1/σ,   s ≥ 0,
+
+one step gives (q > 0, ε ≥ 0):
+
+* remove (P the mixture, Q = N(0, σ²)): δ_rem(ε) = q·δ_G(s_r), s_r = log(1 + (e^ε − 1)/q);
+* add (P = N(0, σ²), Q the mixture): δ_add(ε) = e^ε c·δ_G(s_a), c = q + e^{−ε} − 1,
+  s_a = log(q/c), where c > 0; δ_add = 0 where c ≤ 0.
+
+δ_G is a difference of nearly equal terms where A is large or σ is (B − A = 1/σ). For
+A < :data:`_MILLS_FROM` it is computed as Φ̄(A)·(1 − e^d), d = s + log Φ̄(B) − log Φ̄(A),
+whose relative error is the absolute error of d over expm1(−d). Beyond, with the Mills
+ratio R = Φ̄/φ and e^s φ(B) = φ(A), δ_G = φ(A)(R(A) − R(B)) = φ(A)∫_A^B w(x) dx with
+w = 1 − xR > 0, written as w = K·R for the tail K of Laplace's continued fraction
+R(x) = 1/(x + 1/(x + 2/(x + 3/(x + …)))): no cancellation at all; the integral by
+Gauss–Legendre nodes (16, checked against 8: a nested estimate, as elsewhere in the
+package). Each value comes with a relative error bound that also carries the rounding of
+s through d log δ_G/ds = −e^s Φ̄(B)/δ_G.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.scipy.special import log_ndtr
+
+_EPS = float(np.finfo(np.float64).eps)  # float64 only: the callers use it for float64 runs
+_ULPS = 64.0  # rounding allowed per term (log_ndtr, sums, logs): generous
+_MILLS_FROM = 4.0  # A from which δ_G is integrated through the Mills ratio
+_CF_TERMS = 64  # Laplace's continued fraction: below 1e-17 relative for x ≥ 4
+_LOG_SQRT_2PI = 0.5 * np.log(2.0 * np.pi)
+_GL16 = np.polynomial.legendre.leggauss(16)
+_GL8 = np.polynomial.legendre.leggauss(8)
+
+
+def _mills_parts(x):
+    """(R(x), K(x)) for x ≥ 1 by the continued fraction (backward, static length)."""
+    t = jnp.zeros_like(x)
+    for k in range(_CF_TERMS, 1, -1):
+        t = k / (x + t)
+    tail = 1.0 / (x + t)  # K = 1/(x + 2/(x + 3/(x + …)))
+    return 1.0 / (x + tail), tail
+
+
+def _gauss_legendre(f, lo, hi, rule):
+    nodes, weights = (jnp.asarray(v) for v in rule)
+    half = 0.5 * (hi - lo)
+    x = (lo + half)[..., None] + half[..., None] * nodes
+    return half * jnp.sum(weights * f(x), axis=-1)
+
+
+def _log_gaussian_delta(s, sigma, ds):
+    """log δ_G(s) and a relative error bound (s ≥ 0, σ > 0; ``ds`` bounds the error of s)."""
+    a = sigma * s - 0.5 / sigma
+    b = a + 1.0 / sigma
+    # direct form (A below _MILLS_FROM)
+    lpa, lpb = log_ndtr(-a), log_ndtr(-b)
+    d = s + lpb - lpa
+    gap = -jnp.expm1(jnp.minimum(d, 0.0))
+    direct_ok = gap > 0
+    log_direct = lpa + jnp.log(jnp.where(direct_ok, gap, 1.0))
+    err_d = _ULPS * _EPS * (1.0 + s + jnp.abs(lpa) + jnp.abs(lpb))
+    eta_direct = jnp.where(direct_ok, err_d / jnp.where(direct_ok, gap, 1.0), jnp.inf)
+    # its slope: d log δ_G/ds = −e^{s + log Φ̄(B)}/δ_G = −e^d/(1 − e^d)
+    slope_direct = jnp.exp(jnp.minimum(d, 0.0)) / jnp.where(direct_ok, gap, 1.0)
+    # Mills form (A from _MILLS_FROM on; safe inputs elsewhere)
+    mills = a >= _MILLS_FROM
+    am = jnp.where(mills, a, _MILLS_FROM)
+    bm = am + 1.0 / sigma
+
+    def w(x):
+        r, k = _mills_parts(x)
+        return k * r
+
+    i16 = _gauss_legendre(w, am, bm, _GL16)
+    i8 = _gauss_legendre(w, am, bm, _GL8)
+    rel_q = jnp.abs(i16 - i8) / i16
+    log_mills = -0.5 * am * am - _LOG_SQRT_2PI + jnp.log(i16)
+    eta_mills = 10.0 * rel_q**2 + _ULPS * _EPS * (1.0 + 0.5 * am * am)
+    slope_mills = _mills_parts(bm)[0] / i16  # R(B)/∫w
+    log_g = jnp.where(mills, log_mills, log_direct)
+    eta = jnp.where(mills, eta_mills, eta_direct)
+    slope = jnp.where(mills, slope_mills, slope_direct)
+    eta = eta + jnp.expm1(jnp.minimum(ds * slope, 700.0))  # the error of s, through the slope
+    return jnp.where(jnp.isfinite(eta), log_g, -jnp.inf), eta
+
+
+def log_delta(q, sigma, eps):
+    """(log δ_rem, log δ_add, relative error bound) of one step at ε ≥ 0, elementwise.
+
+    Arguments broadcast; ``q`` in (0, 1], ``σ > 0`` (other lanes: anything finite, results
+    unused). The bound holds for both directions (and so for their maximum).
+    """
+    s_r = jnp.log1p(jnp.expm1(eps) / q)
+    lg_r, eta_r = _log_gaussian_delta(s_r, sigma, 4.0 * _EPS * s_r)
+    log_rem = jnp.log(q) + lg_r
+    c = q + jnp.expm1(-eps)
+    open_ = c > 0
+    c_safe = jnp.where(open_, c, q)
+    eta_c = 4.0 * _EPS * (q - jnp.expm1(-eps)) / c_safe  # relative error of the sum c
+    s_a = jnp.log(q / c_safe)
+    lg_a, eta_a = _log_gaussian_delta(s_a, sigma, eta_c + 4.0 * _EPS * s_a)
+    log_add = jnp.where(open_, eps + jnp.log(c_safe) + lg_a, -jnp.inf)
+    eta_add = jnp.where(open_, eta_a + eta_c + 4.0 * _EPS * eps, 0.0)
+    return log_rem, log_add, jnp.maximum(eta_r, eta_add)
+
+
+def _log_delta_bounds(q, sigma, eps):
+    """log of the upper and lower bounds of δ(ε) = max(δ_rem, δ_add), and the bound η."""
+    log_rem, log_add, eta = log_delta(q, sigma, eps)
+    log_est = jnp.maximum(log_rem, log_add)
+    return log_est + jnp.log1p(eta), log_est + jnp.log(jnp.maximum(1.0 - eta, 1e-300)), eta
+
+
+_BISECTIONS = 80  # on log ε over 42 nats: a bracket of 4e-23 relative
+_SPAN = 42.0  # the search covers [ε_hi·e^−42, ε_hi]
+
+
+def epsilon(q, sigma, log_delta_target, eps_hi):
+    """The smallest ε at which the bounded one-step δ is within ``exp(log_delta_target)``.
+
+    Args:
+      q, sigma: one step (q in (0, 1], σ > 0), broadcastable.
+      log_delta_target: log δ.
+      eps_hi: a sound upper bound of ε (e.g. RDP's), ``> 0`` and finite.
+
+    Returns:
+      ``(ε, rel, ok)``: ε verified (the bounded δ there is at most δ; 0 where δ(0) already
+      is, ε_hi·e^−42 where that is), the relative error bound of ε (from the root of the
+      lower bound of δ), and whether the upper bound met δ at ``eps_hi`` at all (else the
+      caller keeps its fallback).
+    """
+    q, sigma, log_delta_target, eps_hi = jnp.broadcast_arrays(q, sigma, log_delta_target,
+                                                               eps_hi)
+
+    def root(which):  # (root, at the floor, feasible at ε_hi, feasible at 0)
+        def below(e):  # the chosen bound of δ(e) is within the target
+            return _log_delta_bounds(q, sigma, e)[which] <= log_delta_target
+
+        hi = jnp.log(eps_hi)
+        lo = hi - _SPAN
+
+        def body(_, bracket):
+            lo, hi = bracket
+            mid = 0.5 * (lo + hi)
+            ok = below(jnp.exp(mid))
+            return jnp.where(ok, lo, mid), jnp.where(ok, mid, hi)
+
+        lo, hi = jax.lax.fori_loop(0, _BISECTIONS, body, (lo, hi))
+        floor = below(eps_hi * np.exp(-_SPAN))
+        return jnp.exp(hi), floor, below(eps_hi), below(jnp.zeros_like(eps_hi))
+
+    sg = jax.lax.stop_gradient
+    q_in, sigma_in = q, sigma
+    q, sigma, log_delta_target, eps_hi = (sg(v) for v in (q, sigma, log_delta_target, eps_hi))
+    eps_up, floor_up, ok, zero_up = root(0)
+    eps_low, floor_low, _, zero_low = root(1)
+    eps = jnp.where(zero_up, 0.0, jnp.where(floor_up, eps_hi * np.exp(-_SPAN), eps_up))
+    # the true ε is at least the root of the lower bound (0 where that holds at 0)
+    lower = jnp.where(zero_low, 0.0, jnp.where(floor_low, 0.0, eps_low))
+    rel = jnp.where(eps > 0, (eps - lower) / jnp.where(eps > 0, eps, 1.0), 0.0)
+    # derivatives in q and σ by the implicit function theorem (the value is unchanged):
+    # dε = −d log δ / (∂ log δ/∂ε) at the root
+    inner = (eps > 0) & ~floor_up
+    e_safe = jnp.where(inner, eps, 1.0)
+    log_d = _log_delta_bounds(q_in, sigma_in, e_safe)[0]
+    _, slope = jax.jvp(lambda e: _log_delta_bounds(q, sigma, e)[0], (e_safe,),
+                       (jnp.ones_like(e_safe),))
+    usable = inner & (slope < 0)
+    corr = (log_d - sg(log_d)) / jnp.where(usable, slope, -1.0)
+    return eps - jnp.where(usable, corr, 0.0), rel, ok
