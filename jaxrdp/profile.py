@@ -68,6 +68,12 @@ the RDP δ (few sampled steps in the far tail: the loss is then nearly compound-
 |M(c+iu)|^T decays slowly along the line) the RDP bound of :mod:`jaxrdp.conversions` (sound)
 is returned instead; per-element ``status`` says which.
 
+Runs of a single sampled step (T = 1 in all, any q and σ; float64) take the closed form of
+:mod:`jaxrdp._one_step` instead: no composition smooths their loss, and the line integral
+never reached :data:`TOLERANCE` on them (measured: none of 291 non-trivial random runs across
+q ∈ [1e-8, 1], σ ∈ [0.3, 10⁴], δ ∈ [1e-20, 0.5]); the closed form is exact to its stated
+bound (≤ 3e-9, measured 7.5e-12 against 60-digit mpmath).
+
 ε(δ): Newton on log δ_up(ε) along the line (only e^{−zε} changes with ε), then the smallest of
 a few points just above the root at which the bounded δ of both directions is verified ≤ δ.
 Derivatives in q and σ flow through the moments on the line (the contour is held fixed: the
