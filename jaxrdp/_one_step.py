@@ -115,6 +115,7 @@ def log_delta(q, sigma, eps):
 def _log_delta_bounds(q, sigma, eps):
     """log of the upper and lower bounds of δ(ε) = max(δ_rem, δ_add), and the bound η."""
     log_rem, log_add, eta = log_delta(q, sigma, eps)
+    eta = jax.lax.stop_gradient(eta)  # the error bound carries no derivative
     log_est = jnp.maximum(log_rem, log_add)
     return log_est + jnp.log1p(eta), log_est + jnp.log(jnp.maximum(1.0 - eta, 1e-300)), eta
 

@@ -789,8 +789,9 @@ def delta_schedule(q, sigma, steps, epsilon, *, tier: int | None = None) -> Prof
                                      lambda r: np.maximum(r[0], r[1]), tier, concrete, one,
                                      (-np.inf, -np.inf, np.inf))
         lr1, la1, eta1 = (xp.asarray(v) for v in _one_step.log_delta(q1, s1, ef))
-        lr = xp.where(one, lr1 + xp.log1p(eta1), lr)
-        la = xp.where(one, la1 + xp.log1p(eta1), la)
+        up = xp.log1p(jax.lax.stop_gradient(eta1))  # the bound carries no derivative
+        lr = xp.where(one, lr1 + up, lr)
+        la = xp.where(one, la1 + up, la)
         rel = xp.where(one, eta1, rel)
         none = xp.all((qf == 0) | (tf == 0), axis=-1) | (ef == np.inf)
         d_prof = xp.exp(xp.maximum(lr, la))
