@@ -59,6 +59,19 @@ def _release_compiled_programs():
         gc.collect()
 
 
+@pytest.fixture(autouse=True)
+def _release_near_the_limit():
+    """The same within a module, after any test that leaves the mappings past 40 000: a
+    single module can compile enough programs on its own (``test_profile.py``: the
+    escalation's steps at several chunk sizes, the refined calibrations) to reach the
+    limit, where XLA then aborts the process while compiling."""
+    yield
+    count = _memory_mappings()
+    if count is not None and count > 40_000:
+        jax.clear_caches()
+        gc.collect()
+
+
 def _notebook_runs(session):
     """The selected ``test_notebook_executes`` items (tests/test_notebooks.py)."""
     return [item for item in session.items
