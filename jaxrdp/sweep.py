@@ -283,12 +283,17 @@ def _config(orders, method, rtol, accountant) -> _Config:
     return _Config(_orders_tuple(orders), method, rtol, accountant)
 
 
-def _run(core, spec: _validate.Spec, cfg: _Config, *args) -> Calibration:
+def _run(core, spec: _validate.Spec, cfg: _Config, *args, refine=False,
+         coordinate=None) -> Calibration:
     """Check ``args`` against ``spec`` once, then run the flat ``core`` over them
-    broadcast, padded and sharded (:func:`jaxrdp._devices.run_batched`)."""
+    broadcast, padded and sharded (:func:`jaxrdp._devices.run_batched`); where
+    ``refine`` asks for it (:func:`_refine_wanted`), move the result along ``coordinate``
+    to the escalated profile's boundary (:func:`_refined`)."""
+    refining = coordinate is not None and _refine_wanted(refine, cfg, args)
     spec.check(*args)
     value, status = _devices.run_batched(core, cfg, tuple(spec.ranges), args, (None, jnp.int32))
-    return Calibration(value, status)
+    result = Calibration(value, status)
+    return _refined(result, cfg, coordinate, args) if refining else result
 
 
 class _Coordinate(NamedTuple):
@@ -580,11 +585,7 @@ def noise_multiplier(
     """
     cfg = _config(orders, method, rtol, accountant)
     args = (target_epsilon, target_delta, q, steps)
-    refining = _refine_wanted(refine, cfg, args)
-    result = _run(_noise_solve, _NOISE_ARGS, cfg, *args)
-    if refining:
-        result = _refined(result, cfg, _NOISE_COORDINATE, args)
-    return result
+    return _run(_noise_solve, _NOISE_ARGS, cfg, *args, refine=refine, coordinate=_NOISE_COORDINATE)
 
 
 #: σ: feasible above; ε ∝ 1/σ roughly.
@@ -690,11 +691,7 @@ def max_steps(
     """
     cfg = _config(orders, method, 1e-6, accountant)
     args = (target_epsilon, target_delta, q, noise_multiplier)
-    refining = _refine_wanted(refine, cfg, args)
-    result = _run(_steps_core, _STEPS_ARGS, cfg, *args)
-    if refining:
-        result = _refined(result, cfg, _STEPS_COORDINATE, args)
-    return result
+    return _run(_steps_core, _STEPS_ARGS, cfg, *args, refine=refine, coordinate=_STEPS_COORDINATE)
 
 
 #: T: feasible below, integers; ε ∝ √T roughly.
@@ -781,11 +778,7 @@ def sampling_rate(
     """
     cfg = _config(orders, method, rtol, accountant)
     args = (target_epsilon, target_delta, noise_multiplier, steps)
-    refining = _refine_wanted(refine, cfg, args)
-    result = _run(_rate_core, _RATE_ARGS, cfg, *args)
-    if refining:
-        result = _refined(result, cfg, _RATE_COORDINATE, args)
-    return result
+    return _run(_rate_core, _RATE_ARGS, cfg, *args, refine=refine, coordinate=_RATE_COORDINATE)
 
 
 #: q: feasible below, at most 1; ε ∝ q roughly.

@@ -41,6 +41,14 @@ def _memory_mappings():
         return None
 
 
+def _release_past(limit: int, when_unknown: bool) -> None:
+    """Drops JAX's compiled programs if this process holds more than ``limit`` mappings."""
+    count = _memory_mappings()
+    if (when_unknown if count is None else count > limit):
+        jax.clear_caches()
+        gc.collect()
+
+
 @pytest.fixture(scope="module", autouse=True)
 def _release_compiled_programs():
     """Drops JAX's compiled programs after a test module once they hold many mappings.
@@ -53,10 +61,7 @@ def _release_compiled_programs():
     after every module).
     """
     yield
-    count = _memory_mappings()
-    if count is None or count > 20_000:
-        jax.clear_caches()
-        gc.collect()
+    _release_past(20_000, when_unknown=True)
 
 
 @pytest.fixture(autouse=True)
@@ -66,10 +71,7 @@ def _release_near_the_limit():
     escalation's steps at several chunk sizes, the refined calibrations) to reach the
     limit, where XLA then aborts the process while compiling."""
     yield
-    count = _memory_mappings()
-    if count is not None and count > 40_000:
-        jax.clear_caches()
-        gc.collect()
+    _release_past(40_000, when_unknown=False)
 
 
 def _notebook_runs(session):
