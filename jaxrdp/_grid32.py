@@ -46,14 +46,16 @@ from jaxrdp import _grid, _logmath, _quadrature
 #: order: ``0.5/SHARED_MAX_ORDER``). Beyond it ``expm1(b) − (α − 1)y`` loses at most a
 #: factor ``2/(α·|x|) ≤ 48`` to cancellation, i.e. a few 1e-6 on those nodes' terms.
 SERIES_RADIUS = 0.5 / _grid.SHARED_MAX_ORDER
-#: ``(largest 1/σ, panels, nodes per panel)`` of the float32 shared quadrature: the cover
-#: and limits of :data:`jaxrdp._grid.SHARED_TIERS`, fewer nodes. Checked against the float64
+#: ``(largest 1/σ, panels, nodes per panel)`` of the float32 shared quadrature, as in
+#: :data:`jaxrdp._grid.SHARED_TIERS` (panels ``HERMITE``: one centred Gauss–Hermite rule;
+#: it reaches float32's floor with 20 and 40 nodes where 72 Gauss–Legendre nodes were
+#: used), fewer nodes than float64's. Checked against the float64
 #: elementwise quadrature over each tier's σ range, ``q`` from 1e-30 to 1 − 1e-7 and orders
 #: 1.01 … 11.99 (``tests/test_kernels.py``): at most 3.5e-6 relative in ``log A`` where
 #: ``A − 1 > e^−30`` and 1e-5 below (the float32 spacing of ``log(A − 1)`` near −80 is
 #: 7.6e-6), its float32 rounding included. With float64's 28 nodes per panel tier 0
 #: gives 2.1e-6 against 2.6e-6: what remains is mostly rounding, not quadrature error.
-SHARED_TIERS = ((1.3, 6, 12), (2.0, 6, 14), (3.4, 12, 12))
+SHARED_TIERS = ((0.6, _grid.HERMITE, 24), (1.3, _grid.HERMITE, 48), (2.0, 6, 14), (3.4, 12, 12))
 _HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
 #: Integer orders whose ``k(k−1)s²/2`` at ``k = α`` exceeds this give ``+inf`` (sound: the
 #: true ``log A`` is then above ``1e36 − 88α``, which no accounting can use).
@@ -312,7 +314,9 @@ def _shared_log_a_minus_one(q, cell: _Cell, alphas: tuple[float, ...], n_panels:
     # its panel with an end where |x| > r (x is monotone in t), and within a panel the log
     # of the terms is at most width²/8 ≤ 7 nats above the line through its ends; factors
     # below 1 (at least ~1e-5 next to the series radius) lower the terms by ≤ 12 nats.
-    ends = _logmath.panel_ends(t.shape[1], n_nodes)
+    # A Hermite rule has no panels: its shift is the largest approximation over all nodes.
+    n_total = t.shape[1]
+    ends = np.arange(n_total) if n_panels == _grid.HERMITE else _logmath.panel_ends(n_total, n_nodes)
     b_ends = b32[None, :, None] * lam_f[:, None, ends]  # (C, G, E)
     approx = el.hi[:, None, ends] + jnp.maximum(b_ends, 0.0)
     shift = jnp.max(jnp.where(other[:, None, ends], approx, -jnp.inf), axis=-1)

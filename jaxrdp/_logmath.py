@@ -29,6 +29,13 @@ def gauss_legendre(n: int) -> tuple[np.ndarray, np.ndarray]:
     return nodes, weights
 
 
+@functools.lru_cache(maxsize=None)
+def gauss_hermite(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Gauss–Hermite nodes and weights for the weight ``e^{−t²/2}`` (float64 NumPy, ``(n,)`` each)."""
+    nodes, weights = np.polynomial.hermite_e.hermegauss(n)
+    return nodes, weights
+
+
 def log_positive(v):
     """``log v`` where ``v > 0``, and ``−inf`` (with zero gradient) where ``v <= 0``."""
     positive = v > 0

@@ -31,9 +31,10 @@ float32       the same                                       elementwise quadrat
 
 Inside the shared-order path (:class:`jaxrdp._grid.OrderPlan`, then per chunk of cells
 sorted by σ): integer orders ``2 ≤ α ≤ 2¹⁴`` take exact binomial sums; fractional orders
-``1 < α ≤ 12`` take nodes shared across orders, in the tier of
-:data:`jaxrdp._grid.SHARED_TIERS` (float32: :data:`jaxrdp._grid32.SHARED_TIERS`, the same
-limits with fewer nodes) that the chunk's largest ``1/σ`` needs; beyond the last tier
+``1 < α ≤ 12`` take nodes shared across orders (one Gauss–Hermite rule up to
+``1/σ = 2`` in float64, 1.3 in float32, Gauss–Legendre panels beyond), in the tier of
+:data:`jaxrdp._grid.SHARED_TIERS` (float32: :data:`jaxrdp._grid32.SHARED_TIERS`, fewer
+nodes) that the chunk's largest ``1/σ`` needs; beyond the last tier
 (``σ < 1/3.4``) and for other orders, the elementwise quadrature of the same dtype. In
 float32 the shared sums' large parts (``k·log q`` against ``k(k−1)/2σ²``, ``−t²/2``
 against ``(α − 1)·log(1 + x)``, several hundred nats) are computed in double-float32 and
