@@ -150,13 +150,17 @@ def _integer_shared(cell: _Cell, n_max: int) -> dd.DoubleFloat:
     # Past the first k where y ≥ 37 in every cell the correction is below 1e-16: zero.
     correction = _grid.by_exact_head(
         dd.to_float(cell.s), n_max + 1,
+        # (materialised: fused into the concatenation, it was evaluated on every column)
         lambda head: jnp.concatenate(
-            [log_correction(slice(0, head - 2)), jnp.zeros_like(y.hi[:, head - 2:])], axis=1),
+            [*dd.materialise(log_correction(slice(0, head - 2))),
+             jnp.zeros_like(y.hi[:, head - 2:])], axis=1),
         log_correction)
     log_y = dd.add(dd.DoubleFloat(lh_hi[None, :], lh_lo[None, :]), _ex(dd.scale(cell.log_s, 2.0)))
     lead = dd.where(big, y, log_y)
     log_e = dd.add(lead, dd.from_float(correction))
-    return dd.add(log_e, dd.mul(dd.from_float(k32[None, :]), _ex(cell.logit_q)))
+    w = dd.add(log_e, dd.mul(dd.from_float(k32[None, :]), _ex(cell.logit_q)))
+    # computed once: every order's terms read it, and XLA would fuse the chain into each
+    return dd.DoubleFloat(*dd.materialise(w.hi, w.lo))
 
 
 def _integer_group(w: dd.DoubleFloat, cell: _Cell, alphas: tuple[int, ...]):
