@@ -131,34 +131,48 @@ def _cell(q, sigma) -> _Cell:
 def _integer_shared(cell: _Cell, n_max: int) -> dd.DoubleFloat:
     """``w_k = log expm1(k(k−1)s²/2) + k·logit q`` for ``k = 2 … n_max`` → ``(C, n_max − 1)``.
 
-    ``log expm1(y)`` is ``y + log(1 − e^{−y})`` for ``y ≥ 1`` and ``log y + log(expm1(y)/y)``
-    below, with ``log y = log(k(k−1)/2) + 2·log s``: the large parts in double-float, the
-    corrections (at most 0.55 in size) in float32.
+    ``w_k = y_k + k·logit q + a_k`` with ``y_k = k(k−1)s²/2`` and ``a_k = log expm1(y) − y``:
+    ``a_k = log(1 − e^{−y})`` for ``y ≥ 1`` (at most 0.46 in size, float32) and
+    ``log y − y + log(expm1(y)/y)`` below, with ``log y = log(k(k−1)/2) + 2·log s`` in
+    double-float. Up to ``n_max = 4 096`` the large part is ``k·((k−1)/2·s² + logit q)``,
+    two products by numbers of at most 12 bits (:func:`dd.mul_short`), a third of the cost
+    of two full double-float products; ``a_k`` is formed only up to the first column from
+    which it is below 1e-16 in every cell (:func:`_grid.by_exact_head`).
     """
     k = np.arange(2, n_max + 1, dtype=np.float64)
     h = 0.5 * k * (k - 1.0)
-    h_hi, h_lo, lh_hi, lh_lo, k32 = _opaque(*_split_constant(h), *_split_constant(np.log(h)), k)
-    y = dd.mul(dd.DoubleFloat(h_hi[None, :], h_lo[None, :]), _ex(cell.s2))
-    big = y.hi >= 1.0
-    y_big = jnp.maximum(y.hi, 1.0)
-    y_small = jnp.clip(y.hi, np.float32(np.finfo(np.float32).tiny), 1.0)
+    k32, h32, lh_hi, lh_lo = _opaque(k, h, *_split_constant(np.log(h)))
+    logit = _ex(cell.logit_q)
+    if n_max <= 4096:  # k and (k − 1)/2 have at most 12 significant bits
+        (half_m,) = _opaque(0.5 * (k - 1.0))
+        inner = dd.add(dd.mul_short(_ex(cell.s2), half_m[None, :]), logit)
+        main = dd.mul_short(inner, k32[None, :])
+    else:
+        h_hi, h_lo = _opaque(*_split_constant(h))
+        y = dd.mul(dd.DoubleFloat(h_hi[None, :], h_lo[None, :]), _ex(cell.s2))
+        main = dd.add(y, dd.mul(dd.from_float(k32[None, :]), logit))
+    y_f = h32[None, :] * cell.s2.hi[:, None]  # float32 y: for the branch and a_k
+    log_2s = _ex(dd.scale(cell.log_s, 2.0))
 
-    def log_correction(cols=slice(None)):
-        return jnp.where(big[:, cols], jnp.log(-jnp.expm1(-y_big[:, cols])),
-                         jnp.log(jnp.expm1(y_small[:, cols]) / y_small[:, cols]))
+    def adjustment(cols=slice(None)):  # a_k on the columns ``cols`` → (hi, lo)
+        y = y_f[:, cols]
+        big = y >= 1.0
+        y_big = jnp.maximum(y, 1.0)
+        y_small = jnp.clip(y, np.float32(np.finfo(np.float32).tiny), 1.0)
+        small_part = jnp.log(jnp.expm1(y_small) / y_small) - y_small  # |y| < 1: exact enough
+        log_y = dd.add(dd.DoubleFloat(lh_hi[None, cols], lh_lo[None, cols]), log_2s)
+        below = dd.add(log_y, dd.from_float(small_part))
+        above = jnp.log(-jnp.expm1(-y_big))
+        return jnp.where(big, above, below.hi), jnp.where(big, 0.0, below.lo)
 
-    # Past the first k where y ≥ 37 in every cell the correction is below 1e-16: zero.
-    correction = _grid.by_exact_head(
-        dd.to_float(cell.s), n_max + 1,
-        # (materialised: fused into the concatenation, it was evaluated on every column)
-        lambda head: jnp.concatenate(
-            [*dd.materialise(log_correction(slice(0, head - 2))),
-             jnp.zeros_like(y.hi[:, head - 2:])], axis=1),
-        log_correction)
-    log_y = dd.add(dd.DoubleFloat(lh_hi[None, :], lh_lo[None, :]), _ex(dd.scale(cell.log_s, 2.0)))
-    lead = dd.where(big, y, log_y)
-    log_e = dd.add(lead, dd.from_float(correction))
-    w = dd.add(log_e, dd.mul(dd.from_float(k32[None, :]), _ex(cell.logit_q)))
+    def with_head(head):
+        # materialised: fused into the concatenation, it was evaluated on every column
+        part = dd.materialise(*adjustment(slice(0, head - 2)))
+        zeros = jnp.zeros_like(y_f[:, head - 2:])
+        return tuple(jnp.concatenate([v, zeros], axis=1) for v in part)
+
+    adj = _grid.by_exact_head(dd.to_float(cell.s), n_max + 1, with_head, adjustment)
+    w = dd.add(main, dd.DoubleFloat(*adj))
     # computed once: every order's terms read it, and XLA would fuse the chain into each
     return dd.DoubleFloat(*dd.materialise(w.hi, w.lo))
 
