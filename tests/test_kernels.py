@@ -90,13 +90,15 @@ def test_grid_path_matches_mpmath_reference(reference):
     picked = np.array([got[index[(a, b)], col[c]] for a, b, c in zip(q, sigma, alpha)])
     rel = _relative(picked, ref)
     worst = int(np.argmax(np.abs(rel)))
-    # measured 6.2e-13 (float64, both paths): the bound is that times 1.6
+    # measured 6.2e-13 (float64, both paths; with the Gauss–Hermite tiers too): the bound is
+    # that times 1.6
     assert np.abs(rel).max() <= 1e-12, (q[worst], sigma[worst], alpha[worst], rel[worst])
     assert rel.min() >= 0.0, "below the reference: optimistic"
 
 
 def test_grid_path_on_small_sigma_falls_back_exactly():
-    # σ < 1/1.3 sends the shared fractional nodes to the elementwise quadrature.
+    # σ < 1/3.4 sends the shared fractional nodes to the elementwise quadrature (σ = 0.25
+    # here; σ = 0.3 takes the last panel tier).
     orders = np.array([1.5, 2.5, 3.0, 3.5, 4.0, 5.5, 6.0, 7.25])
     q, sigma = np.array([[0.01], [0.3]]), np.array([[0.3], [0.25]])
     got = np.asarray(jaxrdp.log_a(q, sigma, orders))
