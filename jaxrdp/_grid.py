@@ -271,7 +271,7 @@ def _hermite_points(s, alpha_max: float, n_nodes: int):
     rule is centred at ``μ = HERMITE_CENTRE·α_max·s``: ``∫φ(t)f(t)dt = ∫φ(z)·e^{−μz−μ²/2}
     f(z + μ)dz``, which turns the growth rates ``0 … α_max·s`` of the orders' integrands
     into ``−μ … +μ`` and halves the nodes a rule needs (measured: ``1/σ ≤ 1.3`` with 56
-    nodes instead of 88). The log weights carry ``+z²/2``, so that adding
+    nodes, where more than 80 uncentred nodes were not enough). The log weights carry ``+z²/2``, so that adding
     :func:`_logmath.log_normal_pdf` at ``t = z + μ`` gives ``log(w/√(2π)) − μz − μ²/2``.
     """
     nodes, weights = _logmath.gauss_hermite(n_nodes)
@@ -282,13 +282,15 @@ def _hermite_points(s, alpha_max: float, n_nodes: int):
 
 
 def _shared_nodes(q, log_q, log1m_q, s, alpha_max: float, n_panels: int, n_nodes: int):
-    """Gauss–Legendre nodes shared by every order ``≤ alpha_max`` of each cell.
+    """Nodes shared by every order ``≤ alpha_max`` of each cell (:func:`shared_points`).
 
-    ``n_panels`` equal panels over :func:`_shared_cover`, shifted so that the crossover
-    ``t₁`` is a panel end (panels sticking out of the cover are clipped to it).
+    ``n_panels`` equal Gauss–Legendre panels over :func:`_shared_cover`, shifted so that
+    the crossover ``t₁`` is a panel end (panels sticking out of the cover are clipped to
+    it), or, with ``n_panels = HERMITE``, one centred Gauss–Hermite rule of ``n_nodes``.
 
     Returns:
-      ``(t, base, parts, small)``, each ``(C, N)`` with ``N = n_panels·n_nodes``: nodes,
+      ``(t, base, parts, small)``, each ``(C, N)`` (``N = n_panels·n_nodes``, or ``n_nodes``
+      for a Hermite rule): nodes,
       log weight plus log normal density, :class:`_logmath.NodeParts` of ``x`` and the
       mask of the nodes where ``g`` is summed as a series (``|x| ≤ series_radius``). In
       the shared bucket ``x_c = min(radius, 0.5/α) = radius`` for every order, so the
@@ -317,6 +319,7 @@ def _shared_log_a_minus_one(
     Returns:
       Array ``(C, G)``.
     """
+    assert n_panels != HERMITE, "the shift from panel ends needs panels"
     cfg = _quadrature.FLOAT64_CONFIG
     alpha = np.asarray(alphas, dtype=np.float64)
     t, base, parts, _ = _shared_nodes(q, log_q, log1m_q, s, float(alpha.max()), n_panels, n_nodes)
@@ -361,7 +364,8 @@ def _scaled_log_a_minus_one(
       ``P_n = w_n φ(t_n)(1 + x_n)`` is scaled once per cell by its largest value (so
       ``P_n ≤ 1``), and the order-dependent factor needs no shift of its own: for
       ``1/σ ≤ s_max`` and ``α ≤ SHARED_MAX_ORDER`` every node lies at
-      ``t ≤ α_max·s_max + reach``, where ``b = βL ≤ β_max·(s_max·t + log 2)``, which the
+      ``t ≤ α_max·s_max + reach`` (a Hermite rule: its largest node plus its centre at
+      ``s_max``), where ``b = βL ≤ β_max·(s_max·t + log 2)``, which the
       static check keeps below :data:`_SCALED_MAX_EXPONENT`. ``P·expm1(b)`` is formed
       directly up to ``b = 600`` and as ``(√P·u)·(√P·(u + 2))``, ``u = expm1(b/2)``,
       beyond, so no factor overflows. What underflows (``P`` below ``e^{−708}`` with

@@ -14,7 +14,7 @@ so every term's log is exact to about one float32 ulp of *its distance to the sh
   logs as double-float constants; per term, one exact TwoSum of the two large heads and
   a handful of float32 additions, then one ``exp``.
 * **fractional orders up to** :data:`jaxrdp._grid.SHARED_MAX_ORDER` on the nodes of
-  :func:`jaxrdp._grid.shared_points` (same tiers): per node, the order-free
+  :func:`jaxrdp._grid.shared_points` (tiers of its own): per node, the order-free
   ``EL = log w + log φ(t) + Λ(t)``, ``Λ = log(1 + x)``, is computed in double-float; the
   order-dependent ``(α − 1)·Λ`` is formed exactly enough by splitting ``α − 1`` (a
   constant) and the head of ``Λ`` into 12-bit parts, whose product is exact. With
