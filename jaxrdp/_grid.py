@@ -262,6 +262,11 @@ def shared_points(log_q, log1m_q, s, alpha_max: float, n_panels: int, n_nodes: i
 HERMITE_CENTRE = 0.5
 
 
+def _hermite_centre(alpha_max: float, s):
+    """Centre ``μ`` of the Gauss–Hermite rule for orders up to ``alpha_max`` at ``1/σ = s``."""
+    return HERMITE_CENTRE * alpha_max * s
+
+
 def _hermite_points(s, alpha_max: float, n_nodes: int):
     """Gauss–Hermite nodes ``t`` for the weight ``φ(t)`` and log weights, ``(C, N)`` each.
 
@@ -271,12 +276,13 @@ def _hermite_points(s, alpha_max: float, n_nodes: int):
     rule is centred at ``μ = HERMITE_CENTRE·α_max·s``: ``∫φ(t)f(t)dt = ∫φ(z)·e^{−μz−μ²/2}
     f(z + μ)dz``, which turns the growth rates ``0 … α_max·s`` of the orders' integrands
     into ``−μ … +μ`` and halves the nodes a rule needs (measured: ``1/σ ≤ 1.3`` with 56
-    nodes, where more than 80 uncentred nodes were not enough). The log weights carry ``+z²/2``, so that adding
-    :func:`_logmath.log_normal_pdf` at ``t = z + μ`` gives ``log(w/√(2π)) − μz − μ²/2``.
+    nodes, where more than 80 uncentred nodes were not enough). The log weights carry
+    ``+z²/2``, so that adding :func:`_logmath.log_normal_pdf` at ``t = z + μ`` gives
+    ``log(w/√(2π)) − μz − μ²/2``.
     """
     nodes, weights = _logmath.gauss_hermite(n_nodes)
     dtype = np.dtype(s.dtype)
-    t = jnp.asarray(nodes, dtype) + (HERMITE_CENTRE * alpha_max * s)[:, None]
+    t = jnp.asarray(nodes, dtype) + _hermite_centre(alpha_max, s)[:, None]
     log_w = jnp.asarray(np.log(weights) + 0.5 * nodes * nodes, dtype)
     return t, jnp.broadcast_to(log_w, t.shape)
 
@@ -387,7 +393,7 @@ def _scaled_log_a_minus_one(
     alpha_max = float(alpha.max())
     t, base, parts, small = _shared_nodes(q, log_q, log1m_q, s, alpha_max, n_panels, n_nodes)
     if n_panels == HERMITE:
-        t_max = float(_logmath.gauss_hermite(n_nodes)[0].max()) + HERMITE_CENTRE * alpha_max * s_max
+        t_max = float(_logmath.gauss_hermite(n_nodes)[0].max()) + _hermite_centre(alpha_max, s_max)
     else:
         t_max = alpha_max * s_max + math.sqrt(2.0 * cfg.depth)
     exponent_max = (alpha_max - 1.0) * (s_max * t_max + math.log(2.0))  # bounds βL

@@ -631,6 +631,11 @@ def _epsilon_chunk(q, s, t, log_delta, eps_rdp, nx, nu, c_scale=1.0):
 # --------------------------------------------------------------------- host-level driver
 
 
+def _padded_size(n: int, floor: int) -> int:
+    """The smallest power of two ``≥ n`` and ``≥ floor``: calls share compiled programs."""
+    return max(floor, 1 << int(np.ceil(np.log2(max(n, 1)))))
+
+
 def _chunk_size(n: int, per_run: int) -> int:
     """Runs per compiled chunk: a power of two within the memory budget (at least 1).
 
@@ -640,8 +645,7 @@ def _chunk_size(n: int, per_run: int) -> int:
     0.07 s).
     """
     cap = 1 << int(np.log2(max(_CHUNK // per_run, 1)))
-    floor = _FEW_RUNS if n <= _FEW_RUNS else 64
-    return min(cap, max(floor, 1 << int(np.ceil(np.log2(max(n, 1))))))
+    return min(cap, _padded_size(n, _FEW_RUNS if n <= _FEW_RUNS else 64))
 
 
 def _chunked(fn, args, nx: int, nu: int, c_scale: float = 1.0):
@@ -754,16 +758,16 @@ def _on_runs(fn, mask, args, fill, concrete):
     """``fn(*args)`` (a jitted :mod:`jaxrdp._one_step` function) on the runs in ``mask``.
 
     Under a transformation, on every run (the caller masks). Concrete: on the masked runs
-    only, padded to a power of two (at least 8), so that calls share few compiled programs
-    (run eagerly on every run, its bisection loop was compiled at every call: 1.9 s of a
-    one-run call); ``fill`` gives the other runs' outputs.
+    only, padded to a power of two (at least ``_FEW_RUNS``), so that calls share few
+    compiled programs (run eagerly on every run, its bisection loop was compiled at every
+    call: 1.9 s of a one-run call); ``fill`` gives the other runs' outputs.
     """
     if not concrete:
         return fn(*args)
     idx = np.nonzero(mask)[0]
     if not idx.size:
         return [np.full(mask.shape, v) for v in fill]
-    size = max(8, 1 << int(np.ceil(np.log2(idx.size))))
+    size = _padded_size(idx.size, _FEW_RUNS)
     pick = np.concatenate([idx, np.full(size - idx.size, idx[0])])
     res = [np.asarray(r)[: idx.size] for r in fn(*(np.asarray(a)[pick] for a in args))]
     out = [np.full(mask.shape, v, r.dtype) for v, r in zip(fill, res)]
