@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import functools
 import math
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -212,6 +213,127 @@ def by_exact_head(s, n_all: int, with_head, full):
 #: Size classes with at most this many (order, term) pairs are summed in one pass (float64
 #: and float32).
 INTEGER_BLOCK_TERMS = 4096
+
+
+# ------------------------------------------------------------ big integer orders by windows
+
+#: Integer orders from this one on are summed over two windows of terms, ``k = 2 …
+#: WINDOW_HEAD + 1`` and the last :data:`WINDOW_TAIL` up to ``k = α``, with a bound on the
+#: middle added (:func:`window_constants`); cells where that bound is not negligible
+#: take every term (:func:`patch_cells`).
+WINDOW_MIN_ORDER = 256
+WINDOW_HEAD = 64
+WINDOW_TAIL = 64
+_MIDDLE_PIECE = 16  # terms per piece of the middle's bound
+#: Cells taken at a time by the every-term sum after the windows' bound failed.
+PATCH_CELLS = 32
+
+
+class WindowConstants(NamedTuple):
+    """Static pieces of the middle ``k = WINDOW_HEAD + 2 … α − WINDOW_TAIL`` of each order.
+
+    Shapes ``(G, P + 1)`` for ``ends`` (piece ``j`` is ``[ends[j], ends[j + 1]]``, padded
+    by repeating the last end) and ``(G, P)`` for the rest; padded pieces have
+    ``log_count = −inf``.
+    """
+
+    tail: np.ndarray  # (G, WINDOW_TAIL) the tail's k
+    ends: np.ndarray
+    gap_left: np.ndarray
+    gap_right: np.ndarray
+    log_count: np.ndarray
+
+
+@functools.lru_cache(maxsize=32)
+def window_constants(alphas: tuple[int, ...]) -> WindowConstants:
+    """Pieces of the middle of each order and the concavity gaps of their log-terms.
+
+    A log-term ``log C(α,k) + log expm1(y_k) + k·log q + (α − k)·log(1 − q)``, ``y_k =
+    k(k−1)s²/2``, is ``F(k) + G(k)`` with ``F = log C(α,k) + log(k(k−1))`` plus terms
+    linear in ``k`` (concave: ``lgamma`` is convex) and ``G = log(expm1(y)/y)`` (convex in
+    ``k``: ``log(expm1(y)/y) = log ∫₀¹ e^{yu} du`` is convex increasing in ``y``, and ``y``
+    is convex in ``k``). On a piece ``[a, b]``, ``F`` lies below its tangent at either
+    end, so the log-terms lie below a convex function whose largest value is at an end:
+    ``max(L(a), L(b) + gap_left)`` with ``gap_left = F(a) − F(b) + F'(a)(b − a) ≥ 0``
+    (tangent at ``a``), and likewise ``gap_right`` (at ``b``); the parts linear in ``k``
+    cancel, so the gaps are constants of the order. ``F'`` at an integer ``k`` is
+    ``H_{α−k} − H_k + 1/k + 1/(k − 1)`` (harmonic numbers).
+    """
+    first = WINDOW_HEAD + 2
+    rows = []
+    for alpha in alphas:
+        last = alpha - WINDOW_TAIL
+        ends = np.unique(np.append(np.arange(first, last, _MIDDLE_PIECE), last))
+        k = np.arange(alpha + 1, dtype=np.float64)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            f = _log_binomials((alpha,))[0] + np.log(k) + np.log(k - 1.0)
+            harmonic = np.concatenate([[0.0], np.cumsum(1.0 / k[1:])])
+            slope = harmonic[alpha - k.astype(int)] - harmonic[k.astype(int)] + 1.0 / k + 1.0 / (k - 1.0)
+        a, b = ends[:-1], ends[1:]
+        slack = 1e-9 * (1.0 + np.abs(f[a]) + np.abs(f[b]))  # the constants' rounding, outward
+        gap_left = f[a] - f[b] + slope[a] * (b - a) + slack
+        gap_right = f[b] - f[a] + slope[b] * (a - b) + slack
+        assert np.all(gap_left >= 0) and np.all(gap_right >= 0)
+        rows.append((ends, gap_left, gap_right, np.log(b - a + 1.0)))
+    n_pieces = max(r[1].size for r in rows)
+
+    def padded(values, size, fill):
+        return np.stack([np.concatenate([v, np.full(size - v.size, fill if fill is not None else v[-1])])
+                         for v in values])
+
+    tail = np.stack([np.arange(alpha - WINDOW_TAIL + 1, alpha + 1) for alpha in alphas])
+    return WindowConstants(
+        tail=tail,
+        ends=padded([r[0] for r in rows], n_pieces + 1, None).astype(np.int64),
+        gap_left=padded([r[1] for r in rows], n_pieces, 0.0),
+        gap_right=padded([r[2] for r in rows], n_pieces, 0.0),
+        log_count=padded([r[3] for r in rows], n_pieces, -np.inf),
+    )
+
+
+def middle_bound(log_ends, consts: WindowConstants):
+    """log of an upper bound on the middle's sum from the log-terms at the piece ends.
+
+    Args:
+      log_ends: ``(C, G, P + 1)`` log-terms at ``consts.ends`` (each at least the true
+        value minus nothing: pass an outward-rounded value where it is not exact).
+
+    Returns:
+      ``(C, G)``.
+    """
+    left, right = log_ends[..., :-1], log_ends[..., 1:]
+    peak = jnp.minimum(jnp.maximum(left, right + consts.gap_left), jnp.maximum(right, left + consts.gap_right))
+    return jax.nn.logsumexp(jnp.asarray(consts.log_count) + peak, axis=-1)
+
+
+def patch_cells(bad, windowed, full_on):
+    """``windowed`` with the rows of the ``bad`` cells replaced by ``full_on``'s.
+
+    The bad cells are taken :data:`PATCH_CELLS` at a time in a loop that does not run where
+    no cell is bad (one copy of the every-term program, for a few cells).
+
+    Args:
+      bad: ``(C,)`` cells whose windowed value is not exact enough.
+      windowed: ``(C, G)``.
+      full_on: cell indices ``(M,)`` → their every-term rows ``(M, G)``.
+
+    Returns:
+      ``(C, G)``.
+    """
+    n_cells = bad.shape[0]
+    size = min(PATCH_CELLS, n_cells)
+    n_bad = jnp.sum(bad)
+    # bad cells first; the slots past them repeat the first bad cell (recomputed alike)
+    first = jnp.argmax(bad)
+    order = jnp.nonzero(bad, size=n_cells + size, fill_value=first)[0]
+
+    def step(state):
+        i, out = state
+        idx = jax.lax.dynamic_slice(order, (i * size,), (size,))
+        return i + 1, out.at[idx].set(full_on(idx))
+
+    _, out = jax.lax.while_loop(lambda state: state[0] * size < n_bad, step, (0, windowed))
+    return out
 
 
 def _shared_cover(s, alpha_max: float, cfg):

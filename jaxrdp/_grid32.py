@@ -12,7 +12,10 @@ so every term's log is exact to about one float32 ulp of *its distance to the sh
   order-free part ``w_k = log expm1(k(k−1)s²/2) + k·logit q`` computed once per cell and
   ``k`` in double-float, ``P = α·log(1 − q) − shift`` once per cell and order, the binomial
   logs as double-float constants; per term, one exact TwoSum of the two large heads and
-  a handful of float32 additions, then one ``exp``.
+  a handful of float32 additions, then one ``exp``. Orders from
+  :data:`jaxrdp._grid.WINDOW_MIN_ORDER` on sum only their first and last 64 terms and add
+  a bound on the rest (:func:`_windowed`); the few cells where that bound is not below
+  e^-20 of the sum take every term.
 * **fractional orders up to** :data:`jaxrdp._grid.SHARED_MAX_ORDER` on the nodes of
   :func:`jaxrdp._grid.shared_points` (tiers of its own): per node, the order-free
   ``EL = log w + log φ(t) + Λ(t)``, ``Λ = log(1 + x)``, is computed in double-float; the
@@ -47,15 +50,16 @@ from jaxrdp import _grid, _logmath, _quadrature
 #: factor ``2/(α·|x|) ≤ 48`` to cancellation, i.e. a few 1e-6 on those nodes' terms.
 SERIES_RADIUS = 0.5 / _grid.SHARED_MAX_ORDER
 #: ``(largest 1/σ, panels, nodes per panel)`` of the float32 shared quadrature, as in
-#: :data:`jaxrdp._grid.SHARED_TIERS` (panels ``HERMITE``: one centred Gauss–Hermite rule;
-#: it reaches float32's floor with 20 and 40 nodes where 72 Gauss–Legendre nodes were
-#: used), fewer nodes than float64's. Checked against the float64
-#: elementwise quadrature over each tier's σ range, ``q`` from 1e-30 to 1 − 1e-7 and orders
-#: 1.01 … 11.99 (``tests/test_kernels.py``): at most 3.5e-6 relative in ``log A`` where
-#: ``A − 1 > e^−30`` and 1e-5 below (the float32 spacing of ``log(A − 1)`` near −80 is
-#: 7.6e-6), its float32 rounding included. With float64's 28 nodes per panel tier 0
-#: gives 2.1e-6 against 2.6e-6: what remains is mostly rounding, not quadrature error.
-SHARED_TIERS = ((0.6, _grid.HERMITE, 24), (1.3, _grid.HERMITE, 48), (2.0, 6, 14), (3.4, 12, 12))
+#: :data:`jaxrdp._grid.SHARED_TIERS` (panels ``HERMITE``: one centred Gauss–Hermite rule),
+#: fewer nodes than float64's. Checked against the float64 elementwise quadrature over each
+#: tier's σ range, ``q`` from 1e-30 to 1 − 1e-7 and orders 1.01 … 11.99
+#: (``tests/test_kernels.py``): at most 3.6e-6 relative in ``log A`` where ``A − 1 > e^−30``
+#: and 1e-5 below (the float32 spacing of ``log(A − 1)`` near −80 is 7.6e-6), its float32
+#: rounding included. Fewer nodes leave that floor (512 random cells per tier: 16, 36 and
+#: 64 nodes gave 9.4e-6, 2.4e-5 and 3.5e-5 where 24, 40 and 80 give 2.2e-6 to 2.9e-6);
+#: 20 nodes reach it too but cost more than 24 (rows of a multiple of 8 floats vectorise
+#: whole). A Hermite rule now also serves 1/σ ≤ 2 (the 6 × 14 panels were 84 nodes).
+SHARED_TIERS = ((0.6, _grid.HERMITE, 24), (1.3, _grid.HERMITE, 40), (2.0, _grid.HERMITE, 80), (3.4, 12, 12))
 _HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
 #: Integer orders whose ``k(k−1)s²/2`` at ``k = α`` exceeds this give ``+inf`` (sound: the
 #: true ``log A`` is then above ``1e36 − 88α``, which no accounting can use).
@@ -141,16 +145,8 @@ def _integer_shared(cell: _Cell, n_max: int) -> dd.DoubleFloat:
     """
     k = np.arange(2, n_max + 1, dtype=np.float64)
     h = 0.5 * k * (k - 1.0)
-    k32, h32, lh_hi, lh_lo = _opaque(k, h, *_split_constant(np.log(h)))
-    logit = _ex(cell.logit_q)
-    if n_max <= 4096:  # k and (k − 1)/2 have at most 12 significant bits
-        (half_m,) = _opaque(0.5 * (k - 1.0))
-        inner = dd.add(dd.mul_short(_ex(cell.s2), half_m[None, :]), logit)
-        main = dd.mul_short(inner, k32[None, :])
-    else:
-        h_hi, h_lo = _opaque(*_split_constant(h))
-        y = dd.mul(dd.DoubleFloat(h_hi[None, :], h_lo[None, :]), _ex(cell.s2))
-        main = dd.add(y, dd.mul(dd.from_float(k32[None, :]), logit))
+    h32, lh_hi, lh_lo = _opaque(h, *_split_constant(np.log(h)))
+    main = _large_part(_ex(cell.s2), _ex(cell.logit_q), k)
     y_f = h32[None, :] * cell.s2.hi[:, None]  # float32 y: for the branch and a_k
     log_2s = _ex(dd.scale(cell.log_s, 2.0))
 
@@ -177,6 +173,21 @@ def _integer_shared(cell: _Cell, n_max: int) -> dd.DoubleFloat:
     return dd.DoubleFloat(*dd.materialise(w.hi, w.lo))
 
 
+def _large_part(s2: dd.DoubleFloat, logit_q: dd.DoubleFloat, k: np.ndarray) -> dd.DoubleFloat:
+    """``k(k−1)/2·s² + k·logit q`` for static ``k`` (cells' values broadcast against ``k``).
+
+    Up to ``k = 4 096`` as ``k·((k−1)/2·s² + logit q)``: ``k`` and ``(k − 1)/2`` have at most
+    12 significant bits, so two :func:`dd.mul_short` products suffice; beyond, two full
+    double-float products.
+    """
+    k32, h32 = _opaque(k, 0.5 * k * (k - 1.0))
+    if k.max() <= 4096:
+        (half_m,) = _opaque(0.5 * (k - 1.0))
+        return dd.mul_short(dd.add(dd.mul_short(s2, half_m), logit_q), k32)
+    h_hi, h_lo = _opaque(*_split_constant(0.5 * k * (k - 1.0)))
+    return dd.add(dd.mul(dd.DoubleFloat(h_hi, h_lo), s2), dd.mul(dd.from_float(k32), logit_q))
+
+
 def _integer_group(w: dd.DoubleFloat, cell: _Cell, alphas: tuple[int, ...]):
     """log(A_α − 1) of one size class of integer orders → ``(C, G)``."""
     n_max = max(alphas)
@@ -193,10 +204,7 @@ def _integer_group(w: dd.DoubleFloat, cell: _Cell, alphas: tuple[int, ...]):
     h_alpha = 0.5 * np.asarray(alphas, np.float64) * (np.asarray(alphas, np.float64) - 1.0)
     huge = cell.s2.hi[:, None] * np.float32(h_alpha) > np.float32(_HUGE_EXPONENT)  # (C, G)
 
-    def log_terms(w_hi, w_lo, c_hi, c_lo, rel_hi, rel_lo):  # exact TwoSum: w and rel cancel
-        head = dd.two_sum(w_hi, rel_hi)
-        return (head.hi + c_hi) + (head.lo + (w_lo + (rel_lo + c_lo)))
-
+    log_terms = _log_terms
     # Per (cell, order), all orders at once: P = α·log(1 − q), the shift, and its correction.
     p = dd.mul(dd.from_float(jnp.broadcast_to(a32, cell.s.hi.shape + a32.shape)), _ex(cell.log1m_q))
     ok_s = jnp.asarray(valid[:, ::stride])
@@ -236,9 +244,106 @@ def _integer_group(w: dd.DoubleFloat, cell: _Cell, alphas: tuple[int, ...]):
 
 
 def _integer_log_a_minus_one(cell: _Cell, groups: tuple[tuple[int, ...], ...]):
-    n_max = max(max(alphas) for alphas in groups)
+    """log(A_α − 1) of integer orders in size classes → one ``(C, G_i)`` per class.
+
+    Classes of orders from :data:`_grid.WINDOW_MIN_ORDER` on take :func:`_windowed`
+    (with every term where its bound is not negligible), the others every term.
+    """
+    big_groups = tuple(alphas for alphas in groups if min(alphas) >= _grid.WINDOW_MIN_ORDER)
+    big = sum(big_groups, ())
+    every = [alphas for alphas in groups if min(alphas) < _grid.WINDOW_MIN_ORDER]
+    n_max = max([max(alphas) for alphas in every] + [_grid.WINDOW_HEAD + 1] * bool(big))
     w = _integer_shared(cell, n_max)
+    out = iter([_integer_group(w, cell, alphas) for alphas in every])
+    if big:
+        full = lambda c: jnp.concatenate(_every_term(c, big_groups), axis=1)  # noqa: E731
+        windowed, bad = _windowed(w, cell, big)
+        big_out = _grid.patch_cells(
+            bad, windowed, lambda idx: full(jax.tree_util.tree_map(lambda v: v[idx], cell)))
+        columns = iter(jnp.split(big_out, np.cumsum([len(g) for g in big_groups])[:-1], axis=1))
+        return [next(columns) if min(alphas) >= _grid.WINDOW_MIN_ORDER else next(out) for alphas in groups]
+    return list(out)
+
+
+def _every_term(cell: _Cell, groups):
+    w = _integer_shared(cell, max(max(alphas) for alphas in groups))
     return [_integer_group(w, cell, alphas) for alphas in groups]
+
+
+def _w_at(cell: _Cell, k: np.ndarray) -> dd.DoubleFloat:
+    """``w_k`` of :func:`_integer_shared` at static ``k`` (any shape, ``2 ≤ k ≤ 4 096``) →
+    ``(C,) + k.shape``, every part computed (no exact head)."""
+    k = np.asarray(k, np.float64)
+    h = 0.5 * k * (k - 1.0)
+    h32, lh_hi, lh_lo = _opaque(h, *_split_constant(np.log(h)))
+    ex = lambda a: dd.DoubleFloat(a.hi.reshape(a.hi.shape + (1,) * k.ndim),  # noqa: E731
+                                  a.lo.reshape(a.lo.shape + (1,) * k.ndim))
+    main = _large_part(ex(cell.s2), ex(cell.logit_q), k)
+    y = h32 * ex(cell.s2).hi
+    big = y >= 1.0
+    y_small = jnp.clip(y, np.float32(np.finfo(np.float32).tiny), 1.0)
+    small_part = jnp.log(jnp.expm1(y_small) / y_small) - y_small
+    below = dd.add(dd.add(dd.DoubleFloat(lh_hi, lh_lo), ex(dd.scale(cell.log_s, 2.0))), dd.from_float(small_part))
+    above = jnp.log(-jnp.expm1(-jnp.maximum(y, 1.0)))
+    return dd.add(main, dd.DoubleFloat(jnp.where(big, above, below.hi), jnp.where(big, 0.0, below.lo)))
+
+
+def _windowed(w_head: dd.DoubleFloat, cell: _Cell, alphas: tuple[int, ...]):
+    """Orders ``≥ WINDOW_MIN_ORDER`` from their head and tail windows → ``((C, G), bad (C,))``.
+
+    The middle's bound (:func:`_grid.middle_bound`, from float32 log-terms raised by
+    :data:`_END_SLACK`) is added; ``bad`` marks cells where it exceeds ``e^{−}``
+    :data:`_WINDOW_MARGIN` of the windows' sum, which then need every term.
+    """
+    consts = _grid.window_constants(alphas)
+    head = _grid.WINDOW_HEAD
+    ks = np.concatenate([np.broadcast_to(np.arange(2, head + 2), (len(alphas), head)), consts.tail], axis=1)
+    tail_w = _w_at(cell, consts.tail)  # (C, G, T)
+    wh = w_head.hi[:, None, :head], w_head.lo[:, None, :head]
+    w_hi = jnp.concatenate([jnp.broadcast_to(wh[0], tail_w.hi.shape[:2] + (head,)), tail_w.hi], axis=-1)
+    w_lo = jnp.concatenate([jnp.broadcast_to(wh[1], tail_w.hi.shape[:2] + (head,)), tail_w.lo], axis=-1)
+    log_binom = np.stack([_grid._log_binomials((a,))[0][row] for a, row in zip(alphas, ks)])
+    c_hi, c_lo = _split_constant(log_binom)
+    a32 = np.asarray(alphas, np.float64)
+    p = dd.mul(dd.from_float(jnp.broadcast_to(jnp.asarray(a32, jnp.float32), cell.s.hi.shape + a32.shape)),
+               _ex(cell.log1m_q))  # α·log(1 − q), (C, G)
+    c_hi, c_lo = _opaque(c_hi, c_lo)
+    coarse = w_hi + c_hi + p.hi[..., None]
+    best = jnp.max(coarse, axis=-1)
+    shift = jnp.where(jnp.isfinite(best), best, 0.0)
+    rel = dd.add(p, dd.from_float(-shift))
+    pick = jnp.argmax(coarse, axis=-1)[..., None]
+    take = lambda v: jnp.take_along_axis(v, pick, axis=-1)[..., 0]  # noqa: E731
+    c_b = lambda v: jnp.broadcast_to(v, coarse.shape)  # noqa: E731
+    fix = _log_terms(take(w_hi), take(w_lo), take(c_b(c_hi)), take(c_b(c_lo)), rel.hi, rel.lo)
+    fix = jnp.where(jnp.isfinite(fix), fix, 0.0)
+    rel = dd.add(rel, dd.from_float(-fix))
+    terms = jnp.exp(_log_terms(w_hi, w_lo, c_hi, c_lo, rel.hi[..., None], rel.lo[..., None]))
+    log_sum = _logmath.log_positive(jnp.sum(terms, axis=-1)) + (shift + fix)
+    # the middle: float32 log-terms at the piece ends, raised by their rounding
+    end_w = _w_at(cell, consts.ends)
+    end_binom = np.stack([_grid._log_binomials((a,))[0][row] for a, row in zip(alphas, consts.ends)])
+    (end_c,) = _opaque(end_binom)
+    log_ends = (end_w.hi + end_c) + p.hi[..., None]
+    log_ends = log_ends + (_END_SLACK + 4e-7 * (jnp.abs(end_w.hi) + np.abs(end_binom) + jnp.abs(p.hi[..., None])))
+    middle = _grid.middle_bound(log_ends, consts)
+    huge = cell.s2.hi[:, None] * np.float32(0.5 * a32 * (a32 - 1.0)) > np.float32(_HUGE_EXPONENT)
+    ok = (middle == -jnp.inf) | (middle <= log_sum - _WINDOW_MARGIN) | huge
+    value = jnp.where(huge, jnp.inf, jnp.logaddexp(log_sum, middle))
+    return value, ~jnp.all(ok, axis=-1)
+
+
+#: The windows' sum is kept where the middle's bound is below e^-20 of it (2e-9, far inside
+#: the float32 path's outward margin, and added anyway).
+_WINDOW_MARGIN = 20.0
+_END_SLACK = 1e-3
+
+
+def _log_terms(w_hi, w_lo, c_hi, c_lo, rel_hi, rel_lo):
+    """``w + c + rel`` of double-floats whose large parts ``w`` and ``rel`` cancel: one
+    exact TwoSum of the heads, then float32 additions."""
+    head = dd.two_sum(w_hi, rel_hi)
+    return (head.hi + c_hi) + (head.lo + (w_lo + (rel_lo + c_lo)))
 
 
 # ------------------------------------------------------------------------- fractional orders
