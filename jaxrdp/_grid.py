@@ -732,6 +732,29 @@ def _chunk_log_a_minus_one(q, sigma, plan: OrderPlan):
     return jnp.concatenate(blocks, axis=-1)[:, jnp.asarray(plan.inverse, jnp.int32)]
 
 
+def _sub_plan(plan: OrderPlan, idx: np.ndarray) -> OrderPlan:
+    return OrderPlan(tuple(plan.orders[i] for i in idx))
+
+
+def _chunked(chunk, q, sigma, plan: OrderPlan, size: int):
+    """``chunk`` over ``(n,)`` cells in chunks of at most ``size`` → ``(n, K)``."""
+    n = q.shape[0]
+    if n <= size:
+        return chunk(q, sigma, plan)
+    # Sort by σ so that the few cells that need the elementwise fallback (small σ) share
+    # chunks instead of sending every chunk down the slow branch.
+    perm = jnp.argsort(sigma)
+    q, sigma = q[perm], sigma[perm]
+    n_chunks = -(-n // size)
+    size = -(-n // n_chunks)  # balanced chunks: padding below n_chunks cells
+    pad = n_chunks * size - n
+    qp = jnp.concatenate([q, jnp.full((pad,), 0.5, q.dtype)]).reshape(n_chunks, size)
+    sp = jnp.concatenate([sigma, jnp.ones((pad,), sigma.dtype)]).reshape(n_chunks, size)
+    out = jax.lax.map(lambda a: chunk(a[0], a[1], plan), (qp, sp))
+    out = out.reshape(n_chunks * size, -1)[:n]
+    return out[jnp.argsort(perm)]
+
+
 def log_a_minus_one(q, sigma, plan: OrderPlan):
     """log(A_α − 1) for regular cells (0 < q < 1, 0 < σ < ∞) and the plan's orders.
 
@@ -750,24 +773,19 @@ def log_a_minus_one(q, sigma, plan: OrderPlan):
     if n == 0:
         return jnp.zeros(shape + (len(plan.orders),), q.dtype)
     if q.dtype == jnp.float64:
-        chunk = _chunk_log_a_minus_one
+        chunk, integer_chunk = _chunk_log_a_minus_one, _CELLS_PER_CHUNK
     else:
         from jaxrdp import _grid32  # float32 cells; imports this module
 
-        chunk = _grid32.chunk_log_a_minus_one
-    if n <= _CELLS_PER_CHUNK:
-        out = chunk(q, sigma, plan)
+        chunk, integer_chunk = _grid32.chunk_log_a_minus_one, _grid32.INTEGER_CHUNK
+    if integer_chunk > _CELLS_PER_CHUNK and plan.int_groups and len(plan.int_idx) < len(plan.orders) \
+            and n > _CELLS_PER_CHUNK:
+        # Integer orders need no tiers: in float32 they run in larger chunks (fewer steps).
+        rest_idx = np.concatenate([plan.shared_idx, plan.other_idx])
+        parts = [_chunked(chunk, q, sigma, _sub_plan(plan, plan.int_idx), integer_chunk),
+                 _chunked(chunk, q, sigma, _sub_plan(plan, rest_idx), _CELLS_PER_CHUNK)]
+        inverse = np.argsort(np.concatenate([plan.int_idx, rest_idx]))
+        out = jnp.concatenate(parts, axis=-1)[:, inverse]
     else:
-        # Sort by σ so that the few cells that need the elementwise fallback (small σ)
-        # share chunks instead of sending every chunk down the slow branch.
-        perm = jnp.argsort(sigma)
-        q, sigma = q[perm], sigma[perm]
-        n_chunks = -(-n // _CELLS_PER_CHUNK)
-        size = -(-n // n_chunks)  # balanced chunks: padding below n_chunks cells
-        pad = n_chunks * size - n
-        qp = jnp.concatenate([q, jnp.full((pad,), 0.5, q.dtype)]).reshape(n_chunks, size)
-        sp = jnp.concatenate([sigma, jnp.ones((pad,), sigma.dtype)]).reshape(n_chunks, size)
-        out = jax.lax.map(lambda a: chunk(a[0], a[1], plan), (qp, sp))
-        out = out.reshape(n_chunks * size, -1)[:n]
-        out = out[jnp.argsort(perm)]
+        out = _chunked(chunk, q, sigma, plan, _CELLS_PER_CHUNK)
     return out.reshape(shape + (len(plan.orders),))
