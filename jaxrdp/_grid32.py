@@ -276,8 +276,8 @@ def _every_term(cell: _Cell, groups):
 
 
 def _w_at(cell: _Cell, k: np.ndarray) -> dd.DoubleFloat:
-    """``w_k`` of :func:`_integer_shared` at static ``k`` (any shape, ``2 ≤ k ≤ 4 096``) →
-    ``(C,) + k.shape``, every part computed (no exact head)."""
+    """``w_k`` of :func:`_integer_shared` at static ``k`` (any shape, ``k ≥ 2``) →
+    ``(C,) + k.shape``, every part computed (no exact head: used on a few hundred ``k``)."""
     k = np.asarray(k, np.float64)
     h = 0.5 * k * (k - 1.0)
     h32, lh_hi, lh_lo = _opaque(h, *_split_constant(np.log(h)))
@@ -296,9 +296,11 @@ def _w_at(cell: _Cell, k: np.ndarray) -> dd.DoubleFloat:
 def _windowed(w_head: dd.DoubleFloat, cell: _Cell, alphas: tuple[int, ...]):
     """Orders ``≥ WINDOW_MIN_ORDER`` from their head and tail windows → ``((C, G), bad (C,))``.
 
-    The middle's bound (:func:`_grid.middle_bound`, from float32 log-terms raised by
-    :data:`_END_SLACK`) is added; ``bad`` marks cells where it exceeds ``e^{−}``
-    :data:`_WINDOW_MARGIN` of the windows' sum, which then need every term.
+    The windows are summed like :func:`_integer_group` (double-float log-terms shifted by
+    their exact largest one). The middle's bound (:func:`_grid.middle_bound`, from float32
+    log-terms at the piece ends raised by their rounding) is added; ``bad`` marks cells where
+    it exceeds ``e^{−20}`` (:data:`_WINDOW_MARGIN`) of the windows' sum, which then need
+    every term.
     """
     consts = _grid.window_constants(alphas)
     head = _grid.WINDOW_HEAD
