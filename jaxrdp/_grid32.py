@@ -137,6 +137,21 @@ def _cell(q, sigma) -> _Cell:
 # ---------------------------------------------------------------------------- integer orders
 
 
+def _expm1_excess(y, log_y: dd.DoubleFloat):
+    """``a = log expm1(y) − y`` as ``(hi, lo)``, for ``y = k(k−1)s²/2`` in float32.
+
+    ``log(1 − e^{−y})`` for ``y ≥ 1`` (at most 0.46 in size: float32 suffices, ``lo = 0``);
+    below, ``log y − y + log(expm1(y)/y)`` with ``log_y`` (``log y``, double-float, exact
+    where float32 ``y`` is not) carrying the large part.
+    """
+    big = y >= 1.0
+    y_small = jnp.clip(y, np.float32(np.finfo(np.float32).tiny), 1.0)
+    small_part = jnp.log(jnp.expm1(y_small) / y_small) - y_small  # |y| < 1: exact enough
+    below = dd.add(log_y, dd.from_float(small_part))
+    above = jnp.log(-jnp.expm1(-jnp.maximum(y, 1.0)))
+    return jnp.where(big, above, below.hi), jnp.where(big, 0.0, below.lo)
+
+
 def _integer_shared(cell: _Cell, n_max: int) -> dd.DoubleFloat:
     """``w_k = log expm1(k(k−1)s²/2) + k·logit q`` for ``k = 2 … n_max`` → ``(C, n_max − 1)``.
 
@@ -156,15 +171,8 @@ def _integer_shared(cell: _Cell, n_max: int) -> dd.DoubleFloat:
     log_2s = _ex(dd.scale(cell.log_s, 2.0))
 
     def adjustment(cols=slice(None)):  # a_k on the columns ``cols`` → (hi, lo)
-        y = y_f[:, cols]
-        big = y >= 1.0
-        y_big = jnp.maximum(y, 1.0)
-        y_small = jnp.clip(y, np.float32(np.finfo(np.float32).tiny), 1.0)
-        small_part = jnp.log(jnp.expm1(y_small) / y_small) - y_small  # |y| < 1: exact enough
         log_y = dd.add(dd.DoubleFloat(lh_hi[None, cols], lh_lo[None, cols]), log_2s)
-        below = dd.add(log_y, dd.from_float(small_part))
-        above = jnp.log(-jnp.expm1(-y_big))
-        return jnp.where(big, above, below.hi), jnp.where(big, 0.0, below.lo)
+        return _expm1_excess(y_f[:, cols], log_y)
 
     def with_head(head):
         # materialised: fused into the concatenation, it was evaluated on every column
@@ -185,7 +193,7 @@ def _large_part(s2: dd.DoubleFloat, logit_q: dd.DoubleFloat, k: np.ndarray) -> d
     12 significant bits, so two :func:`dd.mul_short` products suffice; beyond, two full
     double-float products.
     """
-    k32, h32 = _opaque(k, 0.5 * k * (k - 1.0))
+    (k32,) = _opaque(k)
     if k.max() <= 4096:
         (half_m,) = _opaque(0.5 * (k - 1.0))
         return dd.mul_short(dd.add(dd.mul_short(s2, half_m), logit_q), k32)
@@ -284,13 +292,8 @@ def _w_at(cell: _Cell, k: np.ndarray) -> dd.DoubleFloat:
     ex = lambda a: dd.DoubleFloat(a.hi.reshape(a.hi.shape + (1,) * k.ndim),  # noqa: E731
                                   a.lo.reshape(a.lo.shape + (1,) * k.ndim))
     main = _large_part(ex(cell.s2), ex(cell.logit_q), k)
-    y = h32 * ex(cell.s2).hi
-    big = y >= 1.0
-    y_small = jnp.clip(y, np.float32(np.finfo(np.float32).tiny), 1.0)
-    small_part = jnp.log(jnp.expm1(y_small) / y_small) - y_small
-    below = dd.add(dd.add(dd.DoubleFloat(lh_hi, lh_lo), ex(dd.scale(cell.log_s, 2.0))), dd.from_float(small_part))
-    above = jnp.log(-jnp.expm1(-jnp.maximum(y, 1.0)))
-    return dd.add(main, dd.DoubleFloat(jnp.where(big, above, below.hi), jnp.where(big, 0.0, below.lo)))
+    log_y = dd.add(dd.DoubleFloat(lh_hi, lh_lo), ex(dd.scale(cell.log_s, 2.0)))
+    return dd.add(main, dd.DoubleFloat(*_expm1_excess(h32 * ex(cell.s2).hi, log_y)))
 
 
 def _windowed(w_head: dd.DoubleFloat, cell: _Cell, alphas: tuple[int, ...]):
