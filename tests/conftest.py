@@ -80,8 +80,22 @@ def _notebook_runs(session):
             if getattr(item, "originalname", None) == "test_notebook_executes"]
 
 
+#: at most this many test workers for ``-n auto`` (each holds its own compiled programs).
+_MAX_WORKERS = 4
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_auto_num_workers(config):
+    """``-n auto``: one worker per CPU, at most :data:`_MAX_WORKERS`."""
+    return max(1, min(os.cpu_count() or 1, _MAX_WORKERS))
+
+
 def pytest_collection_finish(session):
-    """Starts the selected notebook executions in the background."""
+    """Starts the selected notebook executions in the background (in a single process: a
+    parallel run's workers each collect every test, so there each notebook test runs its
+    own notebook, in whichever worker it lands)."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        return
     runs = _notebook_runs(session)
     if runs:
         runs[0].module.start_in_background([item.callspec.params["source"] for item in runs])

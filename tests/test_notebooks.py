@@ -10,8 +10,9 @@ These tests check that
   in order, no error output) and carries its figures (a cell that draws has a PNG output),
 * each source executes without error in a fresh ``python3`` kernel (nbclient; working
   directory ``notebooks/``, ``MPLBACKEND=Agg``, this checkout's jaxrdp first on the path),
-  so a failed ``assert`` on the numbers a notebook shows fails the test. These runs start
-  in the background as soon as the suite is collected (``conftest.py``), one at a time.
+  so a failed ``assert`` on the numbers a notebook shows fails the test. In a single-process
+  run (``-n 0``) they start in the background as soon as the suite is collected
+  (``conftest.py``), one at a time; in the default parallel run each test runs its own.
 """
 
 from __future__ import annotations
