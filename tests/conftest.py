@@ -90,18 +90,6 @@ def pytest_xdist_auto_num_workers(config):
     return max(1, min(os.cpu_count() or 1, _MAX_WORKERS))
 
 
-#: the test files that compile the most, run first so that a parallel run's workers finish
-#: together (measured alone, one process, 2 vCPU: 1 000, 580, 500 and 460 s; every other
-#: file under 250 s).
-_HEAVIEST_FIRST = ("test_profile.py", "test_kernels.py", "test_cli.py", "test_profile_properties.py")
-
-
-def pytest_collection_modifyitems(session, config, items):
-    """The files of :data:`_HEAVIEST_FIRST` first (in that order), then the rest as collected."""
-    rank = {name: i for i, name in enumerate(_HEAVIEST_FIRST)}
-    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
-
-
 def pytest_collection_finish(session):
     """Starts the selected notebook executions in the background (in a single process: a
     parallel run's workers each collect every test, so there each notebook test runs its
