@@ -4,7 +4,9 @@
   call, which outlive the x64 scope that made them): float64, inside a local
   ``jax.enable_x64(True)`` scope, so the user's global configuration is never changed.
 * Otherwise (float32 arrays, or tracers inside a user's transformation): the promoted
-  floating dtype of the JAX arguments, at least float32, with nothing switched on. Inside a
+  floating dtype of the JAX arguments, at least float32, with nothing switched on (float32
+  under a global x64 switch: traced with x64 off, so that NumPy's float64 constants inside
+  the float32 kernels cannot promote them; the results are those without x64). Inside a
   transformation without x64 only the tracers' dtypes count: a concrete float64 array
   there (e.g. a host-level result captured by the traced function) is cast down rather
   than opening an x64 scope in the middle of a float32 graph.
@@ -66,10 +68,18 @@ def compute_context(*args):
     if any(d == jnp.float64 for d in floating) or not (floating or traced):
         return jnp.dtype(jnp.float64), jax.enable_x64(True)
     if floating:
-        return functools.reduce(jnp.promote_types, floating, jnp.dtype(jnp.float32)), (
-            contextlib.nullcontext()
-        )
+        dtype = functools.reduce(jnp.promote_types, floating, jnp.dtype(jnp.float32))
+        return dtype, _scope_of(dtype)
     return jnp.dtype(jnp.result_type(float)), contextlib.nullcontext()
+
+
+def _scope_of(dtype):
+    """No scope, except float32 work under a global x64 switch: there NumPy's float64
+    constants would promote the float32 graph, so it is traced with x64 off (float32 results
+    identical to those without x64)."""
+    if dtype == jnp.float32 and jax.config.jax_enable_x64:
+        return jax.enable_x64(False)
+    return contextlib.nullcontext()
 
 
 def call(kernel, *args, **static):

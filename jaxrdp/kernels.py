@@ -69,6 +69,7 @@ is accurate to the same few 1e-6, and the closed form of ``q = 1`` gets the same
 from __future__ import annotations
 
 import functools
+import math
 
 import jax
 import jax.numpy as jnp
@@ -175,7 +176,7 @@ def _representable_inputs(q, sigma):
     bits = jax.lax.bitcast_convert_type(q, int_type)
     smallest_normal = jax.lax.bitcast_convert_type(jnp.asarray(info.tiny, q.dtype), int_type)
     q = jnp.where((bits > 0) & (bits < smallest_normal), jnp.asarray(info.tiny, q.dtype), q)
-    cap = 0.1 / np.sqrt(float(info.tiny))
+    cap = 0.1 / math.sqrt(float(info.tiny))  # a Python float: weakly typed, keeps float32
     sigma = jnp.where(jnp.isfinite(sigma), jnp.minimum(sigma, cap), sigma)
     return q, sigma
 
