@@ -7,7 +7,9 @@ API, which opens such a scope itself.
 
 import gc
 import os
+import shutil
 import sys
+import tempfile
 
 import jax
 import pytest
@@ -78,6 +80,44 @@ def _notebook_runs(session):
     """The selected ``test_notebook_executes`` items (tests/test_notebooks.py)."""
     return [item for item in session.items
             if getattr(item, "originalname", None) == "test_notebook_executes"]
+
+
+#: The run's shared compilation cache: made by the first process (the controller of a
+#: parallel run, or the single process), inherited by the workers through the environment.
+_CACHE_VARIABLE = "JAXRDP_TEST_COMPILATION_CACHE"
+#: programs that compiled faster than this are not stored (the many tiny ones)
+_CACHE_MIN_COMPILE_SECONDS = 0.5
+
+
+def pytest_configure(config):
+    """One persistent compilation cache for the whole run, in a temporary directory.
+
+    The suite's time is mostly XLA compilation (on a 2 vCPU machine, 60% of the workers'
+    time), and a parallel run's workers, or one process after the module fixture below has
+    dropped its programs, compile some programs again; with the cache they load them
+    instead (one run: 2 143 s against 2 618 s without). A cache the user configured
+    (``JAX_COMPILATION_CACHE_DIR`` or ``jax_compilation_cache_dir``) is left as it is.
+    """
+    if os.environ.get("JAX_COMPILATION_CACHE_DIR") or jax.config.jax_compilation_cache_dir:
+        return
+    directory = os.environ.get(_CACHE_VARIABLE)
+    if not directory:
+        directory = tempfile.mkdtemp(prefix="jaxrdp-tests-xla-")
+        os.environ[_CACHE_VARIABLE] = directory
+        config.stash[_cache_owner] = directory
+    jax.config.update("jax_compilation_cache_dir", directory)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", _CACHE_MIN_COMPILE_SECONDS)
+
+
+_cache_owner = pytest.StashKey[str]()
+
+
+def pytest_unconfigure(config):
+    """Removes the run's compilation cache (in the process that made it)."""
+    directory = config.stash.get(_cache_owner, None)
+    if directory:
+        os.environ.pop(_CACHE_VARIABLE, None)
+        shutil.rmtree(directory, ignore_errors=True)
 
 
 #: at most this many test workers for ``-n auto`` (each holds its own compiled programs).
