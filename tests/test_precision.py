@@ -3,8 +3,8 @@
 A user who turns x64 on for their own work and passes float32 arrays (a float32 training
 step, say) must get the float32 computation that the float32 tests verify against float64,
 not a float64 promotion of half of it: NumPy float64 constants inside the float32 kernels
-would otherwise promote the graph (the shared-order path raised a shape error, the
-elementwise path returned float64). The reference is the same call with x64 off.
+would otherwise promote the graph (both paths raised shape errors inside double-float
+splits, or returned float64). The reference is the same call with x64 off.
 """
 
 import jax
