@@ -42,9 +42,14 @@ ADD = -1.0
 
 
 def log_r(x, q, sigma):
-    """ℓ = log((1−q) + q e^{(2x−1)/2σ²}) and t = (2x−1)/2σ², elementwise, real."""
+    """ℓ = log((1−q) + q e^{(2x−1)/2σ²}) and t = (2x−1)/2σ², elementwise, real.
+
+    ``log1p(q·expm1(t))`` where |t| < 1 (r near 1), else the sum of the two positive terms
+    in log space: far left, 1 − q + q·e^t is tiny when q is 1 or close to it, and
+    ``q·expm1(t)`` rounds to −1 there (ℓ = −inf, and a NaN in every weighted sum).
+    """
     t = (2.0 * x - 1.0) / (2.0 * sigma**2)
-    small = t < 1.0
+    small = jnp.abs(t) < 1.0
     t_small = jnp.where(small, t, 0.0)
     low = jnp.log1p(q * jnp.expm1(t_small))
     log1mq = jnp.where(q < 1.0, jnp.log1p(-jnp.where(q < 1.0, q, 0.0)), -jnp.inf)

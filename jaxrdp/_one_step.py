@@ -98,16 +98,37 @@ def log_delta(q, sigma, eps):
     Arguments broadcast; ``q`` in (0, 1], ``σ > 0`` (other lanes: anything finite, results
     unused). The bound holds for both directions (and so for their maximum).
     """
-    s_r = jnp.log1p(jnp.expm1(eps) / q)
-    lg_r, eta_r = _log_gaussian_delta(s_r, sigma, 4.0 * _EPS * s_r)
-    log_rem = jnp.log(q) + lg_r
-    c = q + jnp.expm1(-eps)
-    open_ = c > 0
-    c_safe = jnp.where(open_, c, q)
-    eta_c = 4.0 * _EPS * (q - jnp.expm1(-eps)) / c_safe  # relative error of the sum c
-    s_a = jnp.log(q / c_safe)
-    lg_a, eta_a = _log_gaussian_delta(s_a, sigma, eta_c + 4.0 * _EPS * s_a)
-    log_add = jnp.where(open_, eps + jnp.log(c_safe) + lg_a, -jnp.inf)
+    log_q = jnp.log(q)
+    # remove: s_r = log(1 + (e^ε − 1)/q); from ε = 1 on as ε − log q + log1p(−(1 − q)e^{−ε}),
+    # which stays finite where e^ε overflows (ε ≳ 709)
+    big = eps > 1.0
+    e_big, e_small = jnp.where(big, eps, 1.0), jnp.where(big, 1.0, eps)
+    s_r = jnp.where(big, e_big - log_q + jnp.log1p(-(1.0 - q) * jnp.exp(-e_big)),
+                    jnp.log1p(jnp.expm1(e_small) / q))
+    ds_r = 4.0 * _EPS * (s_r + jnp.where(big, jnp.abs(log_q) + 1.0, 0.0))
+    lg_r, eta_r = _log_gaussian_delta(s_r, sigma, ds_r)
+    log_rem = log_q + lg_r
+    # add: c = q − (1 − e^{−ε}), open where c > 0. From q = 1/2 on, 1 − q is exact and
+    # c = e^{−ε}(1 − r), r = (1 − q)e^ε, is kept in logs: the sum q + expm1(−ε) cancels as
+    # q → 1, and e^{−ε} underflows beyond ε ≈ 745 while q = 1 (r = 0) keeps c > 0. (For
+    # q < 1 and ε > 700, r > 1: closed.)
+    half = q >= 0.5
+    r = jnp.where(half, (1.0 - q) * jnp.exp(jnp.minimum(eps, 700.0)), 0.0)
+    open_half = r < 1.0
+    r_safe = jnp.where(open_half, r, 0.0)
+    log_ec_half = jnp.log1p(-r_safe)  # log(e^ε c)
+    eta_c_half = 6.0 * _EPS * (1.0 + r_safe) / (1.0 - r_safe)
+    c_low = q + jnp.expm1(-eps)
+    open_low = c_low > 0
+    c_low_safe = jnp.where(open_low, c_low, q)
+    eta_c_low = 4.0 * _EPS * (q - jnp.expm1(-eps)) / c_low_safe
+    open_ = jnp.where(half, open_half, open_low)
+    log_ec = jnp.where(half, log_ec_half, eps + jnp.log(c_low_safe))
+    eta_c = jnp.where(half, eta_c_half, eta_c_low)  # relative error of c
+    s_a = log_q + eps - log_ec  # log(q/c)
+    ds_a = eta_c + 4.0 * _EPS * (jnp.abs(s_a) + eps + jnp.abs(log_q))
+    lg_a, eta_a = _log_gaussian_delta(s_a, sigma, ds_a)
+    log_add = jnp.where(open_, log_ec + lg_a, -jnp.inf)
     eta_add = jnp.where(open_, eta_a + eta_c + 4.0 * _EPS * eps, 0.0)
     return log_rem, log_add, jnp.maximum(eta_r, eta_add)
 

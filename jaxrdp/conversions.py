@@ -268,6 +268,14 @@ def epsilon_core(rdp, orders, delta, method):
     return EpsilonResult(eps, order, at_edge & ~invalid), index
 
 
+def _delta_from_log(log_d):
+    """δ = min(1, e^{log δ}) as an upper bound: exactly 0 only where ``log δ = −inf`` (ε = ∞,
+    pure DP, or a zero RDP order), otherwise at least the dtype's smallest normal number, so
+    that a bound too small to represent is never reported as the (wrong) exact 0."""
+    tiny = jnp.finfo(log_d.dtype).tiny
+    return jnp.where(jnp.isneginf(log_d), 0.0, jnp.clip(jnp.exp(log_d), tiny, 1.0))
+
+
 @functools.partial(jax.jit, static_argnames=("method",))
 def delta_core(rdp, orders, epsilon, method):
     orders_b, eps_b, safe_rdp, safe_orders, bad_curve = _broadcast_curve(rdp, orders, epsilon)
@@ -278,8 +286,8 @@ def delta_core(rdp, orders, epsilon, method):
     index = jnp.argmin(per_order, axis=-1)
     log_d = jnp.take_along_axis(per_order, index[..., None], axis=-1)[..., 0]
     order = jnp.take_along_axis(orders_b, index[..., None], axis=-1)[..., 0]
-    dlt = jnp.minimum(jnp.exp(log_d), 1.0)
-    at_edge = _edge_flag(index, orders_b) & (dlt > 0) & (dlt < 1)
+    dlt = _delta_from_log(log_d)
+    at_edge = _edge_flag(index, orders_b) & (dlt > jnp.finfo(dlt.dtype).tiny) & (dlt < 1)
     dlt = jnp.where(invalid, jnp.nan, dlt)
     order = jnp.where(invalid, jnp.nan, order)
     return DeltaResult(dlt, order, at_edge & ~invalid), index
@@ -400,7 +408,9 @@ def delta_from_rdp(rdp, orders, epsilon, *, method: str = "improved", return_inf
       return_info: if True, return a :class:`DeltaResult` with the ``at_edge`` flag.
 
     Returns:
-      ``(delta, order)`` of the broadcast leading shape, ``δ ∈ [0, 1]``; with
+      ``(delta, order)`` of the broadcast leading shape, ``δ ∈ [0, 1]``: exactly 0 only
+      where that holds (ε = ∞, an infinite order's pure DP, an order with zero RDP); a
+      bound below the smallest normal float is returned as that number; with
       ``return_info=True`` a :class:`DeltaResult`. Invalid inputs under a transformation
       give NaN.
 
@@ -487,7 +497,7 @@ def _refine(q, sigma, steps, target, lo, hi, method, kind):
         return _log_delta_per_order(total, alpha, safe_eps, method)
 
     alpha, log_value = _golden_section(objective, lo, hi, _REFINE_ITERATIONS)
-    return alpha, jnp.minimum(jnp.exp(log_value), 1.0)
+    return alpha, _delta_from_log(log_value)
 
 
 def _refined(result, value, alpha):
@@ -750,7 +760,9 @@ def delta(
       return_info: return a :class:`DeltaResult` with the ``at_edge`` flag.
 
     Returns:
-      ``(delta, order)`` of shape ``S`` (or a :class:`DeltaResult`), ``δ ∈ [0, 1]``.
+      ``(delta, order)`` of shape ``S`` (or a :class:`DeltaResult`), ``δ ∈ [0, 1]``; a
+      bound below the smallest normal float is returned as that number, never as 0
+      (as in :func:`delta_from_rdp`).
 
     Raises:
       ValueError: with concrete inputs, naming the first invalid argument or the shapes.

@@ -377,7 +377,9 @@ def _delta_jit(rho, epsilon, xi, *, method):
         has_room, jnp.log(-jnp.expm1(jnp.where(has_room, below, -1.0))), -jnp.inf
     )
     value_below = -jnp.expm1(jnp.where(above, 0.0, t) + log_complement)
-    value = jnp.where(above, jnp.exp(log_value), value_below)
+    # above: never below the smallest normal number (a bound that underflows is not 0)
+    value = jnp.where(above, jnp.maximum(jnp.exp(log_value), jnp.finfo(log_value.dtype).tiny),
+                      value_below)
     value = jnp.where(regular, value, 1.0)  # ρ = ∞: only the trivial δ = 1.
     value = jnp.where(regular & jnp.isposinf(epsilon), 0.0, value)
     if value.dtype != jnp.float64:
