@@ -271,9 +271,12 @@ def epsilon_core(rdp, orders, delta, method):
 def _delta_from_log(log_d):
     """δ = min(1, e^{log δ}) as an upper bound: exactly 0 only where ``log δ = −inf`` (ε = ∞,
     pure DP, or a zero RDP order), otherwise at least the dtype's smallest normal number, so
-    that a bound too small to represent is never reported as the (wrong) exact 0."""
+    that a bound too small to represent is never reported as the (wrong) exact 0. The
+    exponential's own rounding is covered by raising ``log δ`` by one more ``8·eps`` (near
+    δ = 1 the outward rounding of the terms is far below one ulp of δ)."""
     tiny = jnp.finfo(log_d.dtype).tiny
-    return jnp.where(jnp.isneginf(log_d), 0.0, jnp.clip(jnp.exp(log_d), tiny, 1.0))
+    up = jnp.exp(log_d + _ulp(log_d.dtype))
+    return jnp.where(jnp.isneginf(log_d), 0.0, jnp.clip(up, tiny, 1.0))
 
 
 @functools.partial(jax.jit, static_argnames=("method",))
