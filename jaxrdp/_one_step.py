@@ -118,10 +118,11 @@ def log_delta(q, sigma, eps):
     r_safe = jnp.where(open_half, r, 0.0)
     log_ec_half = jnp.log1p(-r_safe)  # log(e^ε c)
     eta_c_half = 6.0 * _EPS * (1.0 + r_safe) / (1.0 - r_safe)
-    c_low = q + jnp.expm1(-eps)
+    em = jnp.expm1(-eps)
+    c_low = q + em
     open_low = c_low > 0
     c_low_safe = jnp.where(open_low, c_low, q)
-    eta_c_low = 4.0 * _EPS * (q - jnp.expm1(-eps)) / c_low_safe
+    eta_c_low = 4.0 * _EPS * (q - em) / c_low_safe
     open_ = jnp.where(half, open_half, open_low)
     log_ec = jnp.where(half, log_ec_half, eps + jnp.log(c_low_safe))
     eta_c = jnp.where(half, eta_c_half, eta_c_low)  # relative error of c

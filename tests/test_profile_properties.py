@@ -295,7 +295,7 @@ def test_grad_delta_against_closed_forms():
 
         gs, gq = jax.grad(f, argnums=(0, 1))(jnp.asarray(s), jnp.asarray(q))
         # what the gradient's trace runs (tier 1; concrete calls evaluate q = 1 in closed form)
-        res = jax.jit(lambda: profile.delta(jnp.asarray(q), jnp.asarray(s), t, e))()
+        res = jax.jit(lambda qq, sig: profile.delta(qq, sig, t, e))(jnp.asarray(q), jnp.asarray(s))
     gs, gq = np.asarray(gs), np.asarray(gq)
     status, rel = np.asarray(res.status), np.asarray(res.rel_error)
     want = np.array([_mp_partials(*c) for c in _GRAD_DELTA_CELLS])
