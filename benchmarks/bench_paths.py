@@ -13,6 +13,10 @@ Rows (dp_accounting's 156 default orders, per (q, σ) cell):
   them as an argument) and with the orders *static* (closed over, as the accountant's
   ``RdpState`` carries them);
 * ``jit`` in float32 (a training step without x64), orders static;
+* traced orders are compared, as the program runs, with the standard vectors
+  (dp_accounting's among them) and take the shared path when equal; the row ``traced,
+  reversed`` passes the same orders in reverse, which no standard vector matches, and
+  shows the elementwise path that any other traced vector takes;
 * one ``jaxrdp.epsilon`` call for one run (latency, after compilation);
 * the README's main command as a whole process (first call with an empty compilation
   cache, then a second call), against the same ε computed by dp_accounting in a fresh
@@ -97,6 +101,9 @@ def _grid_rows(q, sigma, repeats):
         traced = jax.jit(jaxrdp.rdp)
         oj = jnp.asarray(DP_ORDERS)
         rows.append(("jit x64, orders traced", *_timed(lambda: traced(qj, sj, oj), repeats)))
+        # the same orders reversed: not a standard vector, so the elementwise path runs
+        rev = jnp.asarray(DP_ORDERS[::-1])
+        rows.append(("jit x64, traced, reversed", *_timed(lambda: traced(qj, sj, rev)[:, ::-1], repeats)))
         static = jax.jit(lambda a, b: jaxrdp.rdp(a, b, DP_ORDERS))
         rows.append(("jit x64, orders static", *_timed(lambda: static(qj, sj), repeats)))
     q32, s32 = jnp.asarray(qc, jnp.float32), jnp.asarray(sc, jnp.float32)

@@ -23,8 +23,12 @@ float64       concrete, ≥ 8, the same for every cell         shared-order path
 float32       the same                                       shared-order path in float32
                                                              with double-float parts
                                                              (:mod:`jaxrdp._grid32`)
-float64       traced, fewer than 8, or differing per cell    elementwise quadrature
-                                                             (:mod:`jaxrdp._quadrature`)
+either        traced, laid out as above, as many as a        compared as the program runs
+              standard vector (:data:`_STANDARD_ORDERS`:     (:func:`_guarded`): if equal,
+              jaxrdp's, dp_accounting's or Opacus's          that vector's shared-order
+              defaults)                                      path, else elementwise
+float64       other traced, fewer than 8, or differing       elementwise quadrature
+              per cell                                       (:mod:`jaxrdp._quadrature`)
 float32       the same                                       elementwise quadrature, centred
                                                              (:mod:`jaxrdp._tilted32`)
 ============  ===========================================  ================================
@@ -43,17 +47,20 @@ against ``(α − 1)·log(1 + x)``, several hundred nats) are computed in double
 cancel exactly before the one rounding to float32, and derivatives are those of the
 elementwise float32 quadrature (:func:`jax.custom_jvp`).
 
-Traced orders stay elementwise. The plan is static structure: which orders are integers,
-the integer sums' term counts (a static ``max α + 1`` per size class) and binomial
-tables, the fractional orders' series coefficients and node cover (``α_max·s + reach``).
-A generic plan for a traced vector (the integer/fractional choice made per order with
-``jnp.where``) would have to size the integer sums for the largest order allowed
-(``2¹⁴ + 1`` terms per order and cell, against ~30 for a typical order), and the shared
-nodes cover only ``α ≤ 12``, so every other order would still need the elementwise
-quadrature, which ``jnp.where`` evaluates for every lane: it is never faster than the
-elementwise path at the same 5e-13. Callers that know their orders pass them concretely:
-the accountant's ``RdpState`` carries its orders as static data, so a jitted training step
-compiles the fast path.
+Traced orders have no values to plan with. The plan is static structure: which orders
+are integers, the integer sums' term counts (a static ``max α + 1`` per size class) and
+binomial tables, the fractional orders' series coefficients and node cover
+(``α_max·s + reach``). A generic plan for any traced vector (the integer/fractional choice
+made per order with ``jnp.where``) would have to size the integer sums for the largest
+order allowed (``2¹⁴ + 1`` terms per order and cell, against ~30 for a typical order),
+and the shared nodes cover only ``α ≤ 12``, so every other order would still need the
+elementwise quadrature, which ``jnp.where`` evaluates for every lane: it is never faster
+than the elementwise path at the same 5e-13. What traced orders usually are, though, is
+one of a few standard vectors; a traced vector of such a length is compared with that
+vector when the program runs, and :func:`jax.lax.cond` runs the shared-order path's
+program when they are equal (bit for bit its values) and the elementwise one otherwise.
+Both are compiled. Callers that know their orders can also pass them concretely: the
+accountant's ``RdpState`` carries its orders as static data.
 
 Precision: called with Python or NumPy inputs (host level), the kernels compute in
 float64 inside a local ``jax.enable_x64`` scope, leaving the global JAX configuration
@@ -104,6 +111,18 @@ evaluate exactly where series-based accountants fail, and 80, 96, 160, 192, 320,
 which halve the gaps of the sparse high end used by small-ε, large-σ runs.
 """
 DEFAULT_ORDERS.setflags(write=False)
+
+#: Order vectors that traced orders are compared with when the program runs (see
+#: :func:`_guarded`): jaxrdp's defaults, dp_accounting's (1.1–10.9 by 0.1, 11–63, 128,
+#: 256, 512, 1024) and Opacus's and TensorFlow Privacy's (1.1–10.9 by 0.1, 12–63), built
+#: the way those libraries build them. Their lengths (166, 156, 151) differ, so a traced
+#: vector has at most one candidate.
+_STANDARD_ORDERS: tuple[np.ndarray, ...] = (
+    DEFAULT_ORDERS,
+    np.array([1 + x / 10.0 for x in range(1, 100)] + list(range(11, 64)) + [128, 256, 512, 1024],
+             dtype=np.float64),
+    np.array([1 + x / 10.0 for x in range(1, 100)] + list(range(12, 64)), dtype=np.float64),
+)
 
 
 def _domain_masks(q, sigma, alpha):
@@ -231,30 +250,38 @@ _MIN_ORDERS_FOR_FAST_PATH = 8
 
 
 def _route(q, sigma, alpha, dtype):
-    """The path of a call, as in the module's table: ``("orders", plan)`` or ``("elementwise", None)``."""
-    plan = _orders_plan(q, sigma, alpha, dtype)
-    return ("elementwise", None) if plan is None else ("orders", plan)
+    """The path of a call, as in the module's table.
 
-
-def _orders_plan(q, sigma, alpha, dtype):
-    """An :class:`_grid.OrderPlan` when the fast path applies, else None.
-
-    It applies in float64 and float32 when ``alpha`` is a concrete array of at least
-    ``_MIN_ORDERS_FOR_FAST_PATH`` orders on its last axis, all its other axes of size 1
-    (``(K,)``, ``(1, K)``, ``(1, …, 1, K)``, a list, a concrete JAX array), and the last
-    axis of ``q`` and ``sigma`` (if any) is of size 1: the same orders for every cell.
+    Returns ``("orders", plan)`` for concrete orders the same for every cell,
+    ``("guarded", plan)`` for traced orders laid out that way whose length is that of one
+    of :data:`_STANDARD_ORDERS` (the plan is that vector's), and ``("elementwise", None)``
+    otherwise.
     """
-    if dtype not in (jnp.float64, jnp.float32) or isinstance(alpha, jax.core.Tracer):
-        return None
+    if dtype not in (jnp.float64, jnp.float32):
+        return ("elementwise", None)
+    shape = np.shape(alpha)
+    if not _shared_layout(np.shape(q), np.shape(sigma), shape):
+        return ("elementwise", None)
+    if isinstance(alpha, jax.core.Tracer):
+        for orders in _STANDARD_ORDERS:
+            if orders.size == shape[-1]:
+                return ("guarded", _plan(tuple(orders.tolist())))
+        return ("elementwise", None)
     alpha_np = np.asarray(alpha, dtype=np.float64)
-    if alpha_np.ndim == 0 or alpha_np.shape[-1] < _MIN_ORDERS_FOR_FAST_PATH:
-        return None
-    if any(d != 1 for d in alpha_np.shape[:-1]):
-        return None
-    cell_shape = np.broadcast_shapes(np.shape(q), np.shape(sigma))
-    if cell_shape and cell_shape[-1] != 1:
-        return None
-    return _plan(tuple(alpha_np.reshape(-1).tolist()))
+    return ("orders", _plan(tuple(alpha_np.reshape(-1).tolist())))
+
+
+def _shared_layout(q_shape, sigma_shape, alpha_shape) -> bool:
+    """Whether the orders are the same for every cell: at least
+    ``_MIN_ORDERS_FOR_FAST_PATH`` of them on the last axis, all other axes of size 1
+    (``(K,)``, ``(1, K)``, ``(1, …, 1, K)``), and the last axis of ``q`` and ``sigma`` (if
+    any) of size 1."""
+    if len(alpha_shape) == 0 or alpha_shape[-1] < _MIN_ORDERS_FOR_FAST_PATH:
+        return False
+    if any(d != 1 for d in alpha_shape[:-1]):
+        return False
+    cell_shape = np.broadcast_shapes(q_shape, sigma_shape)
+    return not cell_shape or cell_shape[-1] == 1
 
 
 @functools.lru_cache(maxsize=32)
@@ -274,13 +301,42 @@ def _dispatch(elementwise, orders_kernel, q, sigma, alpha, *, alpha_low_inclusiv
 def _run(elementwise, orders_kernel, q, sigma, alpha, dtype):
     """Evaluate on the path that :func:`_route` chooses (inputs already validated)."""
     path, plan = _route(q, sigma, alpha, dtype)
+    # Cells: the broadcast shape without the orders' axis, along which q and σ have size 1
+    # (or which they lack). Broadcasting happens inside the compiled program.
+    cells = np.broadcast_shapes(np.shape(q), np.shape(sigma), np.shape(alpha))[:-1]
     if path == "orders":
-        # Cells: the broadcast shape without the orders' axis, along which q and σ have
-        # size 1 (or which they lack). Broadcasting happens inside the compiled program.
-        full = np.broadcast_shapes(np.shape(q), np.shape(sigma), np.shape(alpha))
-        return orders_kernel(q, sigma, plan, full[:-1], jnp.dtype(dtype).name)
-    q, sigma = (jnp.asarray(v, dtype) for v in (q, sigma))
-    return elementwise(q, sigma, jnp.asarray(alpha, dtype))
+        return orders_kernel(q, sigma, plan, cells, jnp.dtype(dtype).name)
+    q, sigma, alpha = (jnp.asarray(v, dtype) for v in (q, sigma, alpha))
+    if path == "guarded":
+        return _guarded(elementwise, orders_kernel, plan, cells)(q, sigma, alpha)
+    return elementwise(q, sigma, alpha)
+
+
+@functools.lru_cache(maxsize=32)
+def _guarded(elementwise, orders_kernel, plan: _grid.OrderPlan, cells: tuple):
+    """Traced orders that may be a standard vector: the shared-order path when, as the
+    program runs, they equal ``plan.orders`` (in their dtype), else the elementwise path.
+
+    :func:`jax.lax.cond` runs one branch. Outside ``vmap`` over the orders the test is a
+    scalar; batched, both branches run (values unchanged). Derivatives are the elementwise
+    path's, in every argument: the shared path treats its orders as constants.
+    """
+
+    @jax.custom_jvp
+    def run(q, sigma, alpha):
+        known = alpha.reshape(-1) == jnp.asarray(plan.orders, alpha.dtype)
+        return jax.lax.cond(
+            jnp.all(known),
+            lambda q, sigma, _: orders_kernel(q, sigma, plan, cells, q.dtype.name),
+            elementwise,
+            q, sigma, alpha,
+        )
+
+    @run.defjvp
+    def _run_jvp(primals, tangents):
+        return run(*primals), jax.jvp(elementwise, primals, tangents)[1]
+
+    return run
 
 
 def rdp_core(q, sigma, alpha):

@@ -470,7 +470,7 @@ def _float64_at_float32_inputs(fn, q, sigma, orders):
 
 def test_float32_shared_orders_path_is_sound_and_accurate():
     q, sigma = _float32_grid_cells(np.random.default_rng(12), 600)
-    assert kernels._orders_plan(q[:, None], sigma[:, None], _F32_GRID_ORDERS, jnp.float32) is not None
+    assert kernels._route(q[:, None], sigma[:, None], _F32_GRID_ORDERS, jnp.float32)[0] == "orders"
     # log A and RDP in one program each (they share the quadrature: one compilation)
     both = lambda a, b: (jaxrdp.log_a(a, b, _F32_GRID_ORDERS), jaxrdp.rdp(a, b, _F32_GRID_ORDERS))  # noqa: E731
     f32s = jax.jit(both)(q[:, None], sigma[:, None])
@@ -739,7 +739,7 @@ def test_every_shared_order_layout_takes_the_fast_path(layout):
     sigma = np.geomspace(0.5, 10, 5)[:, None]
     expected = np.asarray(jaxrdp.rdp(q, sigma, orders))
     alpha = layout(orders)
-    assert kernels._orders_plan(q, sigma, alpha, jnp.float64) is not None
+    assert kernels._route(q, sigma, alpha, jnp.float64)[0] == "orders"
     got = np.asarray(jaxrdp.rdp(q, sigma, alpha))
     assert got.shape == np.broadcast_shapes(q.shape, np.shape(alpha))
     np.testing.assert_array_equal(got.reshape(expected.shape), expected)
@@ -750,11 +750,76 @@ def test_every_shared_order_layout_takes_the_fast_path(layout):
 def test_orders_differing_per_cell_keep_the_elementwise_path():
     orders = np.stack([kernels.DEFAULT_ORDERS, kernels.DEFAULT_ORDERS + 0.5])
     q = np.array([[1e-3], [1e-2]])
-    assert kernels._orders_plan(q, 1.1, orders, jnp.float64) is None
+    assert kernels._route(q, 1.1, orders, jnp.float64)[0] == "elementwise"
     got = np.asarray(jaxrdp.rdp(q, 1.1, orders))
     ref0 = np.asarray(jaxrdp.rdp(1e-3, 1.1, kernels.DEFAULT_ORDERS))
     ref1 = np.asarray(jaxrdp.rdp(1e-2, 1.1, kernels.DEFAULT_ORDERS + 0.5))
     np.testing.assert_allclose(got, np.stack([ref0, ref1]), rtol=1e-12)
+
+
+def _traced_and_elementwise(q, sigma, orders, dtype):
+    """(values of ``jit(rdp)`` with the orders traced, values of the elementwise path)."""
+    q, sigma, orders = (jnp.asarray(v, dtype) for v in (q, sigma, orders))
+    traced = jax.jit(jaxrdp.rdp)(q, sigma, orders)
+    elementwise = kernels._rdp_jit(q[..., None], sigma[..., None], orders[:, None])[..., 0]
+    return np.asarray(traced, np.float64), np.asarray(elementwise, np.float64)
+
+
+@pytest.mark.parametrize("which", [0, 1, 2], ids=["jaxrdp", "dp_accounting", "opacus"])
+def test_traced_standard_orders_run_the_shared_path(which):
+    # The shared path and the elementwise one differ by up to ~1e-13 relative; traced
+    # standard orders must give the concrete (shared-path) call's values to 1e-15, and the
+    # elementwise values must be farther than that, so that the test tells them apart.
+    orders = kernels._STANDARD_ORDERS[which]
+    assert kernels._route(np.ones((5, 1)), np.ones((5, 1)), jnp.asarray(orders), jnp.float64)[0] \
+        == "orders"  # concrete JAX array
+    q = np.geomspace(1e-4, 0.1, 5)[:, None]
+    sigma = np.geomspace(0.5, 10, 5)[:, None]
+    concrete = np.asarray(jaxrdp.rdp(q, sigma, orders))
+    with jax.enable_x64(True):
+        traced, elementwise = _traced_and_elementwise(q, sigma, orders, jnp.float64)
+    np.testing.assert_allclose(traced, concrete, rtol=1e-15, atol=0)
+    np.testing.assert_allclose(elementwise, concrete, rtol=1e-12)
+    assert np.max(np.abs(elementwise / concrete - 1)) > 1e-15
+
+
+def test_traced_orders_of_a_standard_length_but_other_values_are_exact():
+    # Reversed, shifted by 0.05 and 1e-9 (below float32 resolution, not float64's): the
+    # comparison fails as the program runs and the elementwise path answers; had the
+    # shared path answered, the values would be those of the standard orders.
+    orders = kernels._STANDARD_ORDERS[1]
+    q = np.geomspace(1e-4, 0.1, 4)[:, None]
+    sigma = np.geomspace(0.5, 10, 4)[:, None]
+    with jax.enable_x64(True):
+        standard, _ = _traced_and_elementwise(q, sigma, orders, jnp.float64)
+        for other in (orders[::-1], orders + 0.05, orders + 1e-9):
+            traced, elementwise = _traced_and_elementwise(q, sigma, other, jnp.float64)
+            np.testing.assert_array_equal(traced, elementwise)
+            assert not np.allclose(traced, standard, rtol=1e-12, atol=0)
+
+
+def test_traced_standard_orders_in_float32_and_their_derivatives():
+    orders = kernels._STANDARD_ORDERS[1]
+    q = np.geomspace(1e-4, 0.1, 4)[:, None]
+    sigma = np.geomspace(0.5, 10, 4)[:, None]
+    q32, s32 = jnp.asarray(q, jnp.float32), jnp.asarray(sigma, jnp.float32)
+    traced = jax.jit(jaxrdp.rdp)(q32, s32, jnp.asarray(orders, jnp.float32))
+    static = jax.jit(lambda a, b: jaxrdp.rdp(a, b, orders))(q32, s32)
+    np.testing.assert_array_equal(np.asarray(traced), np.asarray(static))
+    # Derivatives, orders included, are the elementwise path's: against central
+    # differences of the float64 values (measured 8e-8 in the orders; the shared path
+    # alone would give 0 there).
+    with jax.enable_x64(True):
+        total = lambda a, b, o: jnp.sum(jaxrdp.rdp(a, b, o))  # noqa: E731
+        args = (jnp.asarray(q), jnp.asarray(sigma), jnp.asarray(orders))
+        grads = jax.jit(jax.grad(total, argnums=(0, 1, 2)))(*args)
+        h = 1e-6
+        values = lambda a, b, o: np.asarray(_traced_and_elementwise(a, b, o, jnp.float64)[1])  # noqa: E731
+        fd_orders = (values(q, sigma, orders + h) - values(q, sigma, orders - h)).sum(axis=0) / (2 * h)
+        fd_sigma = (values(q, sigma * (1 + h), orders) - values(q, sigma * (1 - h), orders)
+                    ).sum(axis=1, keepdims=True) / (2 * h * sigma)
+    np.testing.assert_allclose(np.asarray(grads[2]), fd_orders, rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(grads[1]), fd_sigma, rtol=1e-6)
 
 
 def test_empty_grids_give_empty_results():
