@@ -283,17 +283,37 @@ def _every_term(cell: _Cell, groups):
     return [_integer_group(w, cell, alphas) for alphas in groups]
 
 
+#: ``y = k(k−1)s²/2`` from which :func:`_w_at` takes ``log expm1(y)`` as ``y``: the
+#: dropped ``log(1 − e^{−y})`` is negative and above −2.1e-9 (far below float32's
+#: resolution), so the log-terms can only rise.
+_EXPM1_AS_IDENTITY_Y = 20.0
+
+
 def _w_at(cell: _Cell, k: np.ndarray) -> dd.DoubleFloat:
     """``w_k`` of :func:`_integer_shared` at static ``k`` (any shape, ``k ≥ 2``) →
-    ``(C,) + k.shape``, every part computed (no exact head: used on a few hundred ``k``)."""
+    ``(C,) + k.shape``.
+
+    Where ``y = k(k−1)s²/2 ≥`` :data:`_EXPM1_AS_IDENTITY_Y` for every ``k`` and cell (one
+    branch per chunk), ``log expm1(y)`` is taken as ``y``, which skips four transcendental
+    functions per entry (for the big orders' tails and piece ends, ~280 ``k`` per cell with
+    dp_accounting's orders: 16% of the float32 integer orders' time); else every part.
+    """
     k = np.asarray(k, np.float64)
     h = 0.5 * k * (k - 1.0)
     h32, lh_hi, lh_lo = _opaque(h, *_split_constant(np.log(h)))
     ex = lambda a: dd.DoubleFloat(a.hi.reshape(a.hi.shape + (1,) * k.ndim),  # noqa: E731
                                   a.lo.reshape(a.lo.shape + (1,) * k.ndim))
     main = _large_part(ex(cell.s2), ex(cell.logit_q), k)
-    log_y = dd.add(dd.DoubleFloat(lh_hi, lh_lo), ex(dd.scale(cell.log_s, 2.0)))
-    return dd.add(main, dd.DoubleFloat(*_expm1_excess(h32 * ex(cell.s2).hi, log_y)))
+
+    def every_part():
+        log_y = dd.add(dd.DoubleFloat(lh_hi, lh_lo), ex(dd.scale(cell.log_s, 2.0)))
+        return dd.add(main, dd.DoubleFloat(*_expm1_excess(h32 * ex(cell.s2).hi, log_y)))
+
+    if cell.s.hi.shape[0] < _grid._MIN_CELLS_FOR_SHORTCUTS:
+        return every_part()
+    # (rounding moves the float32 y by a few 1e-7 relative: the dropped part stays ≥ −2.1e-9)
+    large = jnp.min(cell.s2.hi) * np.float32(h.min()) >= np.float32(_EXPM1_AS_IDENTITY_Y)
+    return jax.lax.cond(large, lambda: main, every_part)
 
 
 def _windowed(w_head: dd.DoubleFloat, cell: _Cell, alphas: tuple[int, ...]):

@@ -554,7 +554,7 @@ def test_float32_big_integer_orders_by_windows_every_branch():
     # Orders from 256 on are summed over their head and tail windows; cells where the middle
     # matters take every term, PATCH_CELLS at a time. Chunks with no such cell, a few, and
     # more than one batch of them, against float64's every-term sum (before the float32
-    # path's outward margin): measured 1.8e-6, 1.8e-6 and 6.8e-7.
+    # path's outward margin): measured 1.8e-6, 1.8e-6, 1.8e-6 and 6.8e-7.
     from jaxrdp import _grid, _grid32
 
     rng = np.random.default_rng(41)
@@ -563,15 +563,24 @@ def test_float32_big_integer_orders_by_windows_every_branch():
     spread = (10 ** rng.uniform(-1.5, -0.9, n), rng.uniform(6, 9, n))  # the middle matters
     orders = (2.0, 40.0, 256.0, 300.0, 1024.0)
     plan = _grid.OrderPlan(orders)
-    branches = {"windows": 0, "patched": 6, "several batches": n}
+    # "σ ≤ 10": every y = k(k−1)/2σ² at the windows' tails and piece ends is ≥ 20, where
+    # log expm1(y) is taken as y (:func:`_grid32._w_at`); σ up to 31.6 in the others.
+    branches = {"windows": 0, "windows, σ ≤ 10": 0, "patched": 6, "several batches": n}
     for name, n_spread in branches.items():
         q = np.concatenate([plain[0][: n - n_spread], spread[0][:n_spread]]).astype(np.float32)
         sigma = np.concatenate([plain[1][: n - n_spread], spread[1][:n_spread]]).astype(np.float32)
+        if "σ ≤ 10" in name:
+            sigma = np.minimum(sigma, np.float32(10.0))
+        y_end = float(np.min(1.0 / sigma.astype(np.float64) ** 2)) * (_grid.WINDOW_HEAD + 2) * (
+            _grid.WINDOW_HEAD + 1) / 2
+        if name.startswith("windows"):  # (the spread cells' σ ≤ 9 take the shortcut too)
+            assert (y_end >= _grid32._EXPM1_AS_IDENTITY_Y) == ("σ ≤ 10" in name)
         cell = _grid32._cell(jnp.asarray(q), jnp.asarray(sigma))
         w = _grid32._integer_shared(cell, _grid.WINDOW_HEAD + 1)
         _, bad = _grid32._windowed(w, cell, (256, 300, 1024))
         n_bad = int(np.sum(bad))
-        expected = {"windows": n_bad == 0, "patched": 0 < n_bad <= _grid.PATCH_CELLS,
+        expected = {"windows": n_bad == 0, "windows, σ ≤ 10": n_bad == 0,
+                    "patched": 0 < n_bad <= _grid.PATCH_CELLS,
                     "several batches": n_bad > _grid.PATCH_CELLS}
         assert expected[name], (name, n_bad)
         got = np.asarray(jax.jit(lambda a, b: _grid.log_a_minus_one(a, b, plan))(q, sigma), np.float64)
