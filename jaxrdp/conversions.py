@@ -548,13 +548,14 @@ def _static_orders(key: tuple) -> _StaticOrders:
     return _StaticOrders(_frozen(key))
 
 
-def _sgm_body(q, sigma, steps, target, orders, grid, method, kind, refine):
+def _sgm_body(q, sigma, steps, target, orders, grid, method, kind, refine, shared=True):
     """Kernel, composition, conversion and (optionally) refinement: one compiled program.
 
     ``q, sigma, steps, target`` are arrays of one floating dtype, broadcastable together;
     ``orders`` the 1-D orders in that dtype. ``grid`` (a :class:`_StaticOrders`) holds the
     same orders when they are concrete, so that the kernel can plan its shared-order path
-    on them; otherwise ``grid`` is None and the traced ``orders`` are sorted here. One
+    on them; otherwise ``grid`` is None and the traced ``orders`` are sorted here.
+    ``shared=False`` keeps the kernel on its elementwise path (see :func:`_convert_sgm`). One
     program per (shapes, dtype, orders, method, kind, refine): a single-run call costs one
     dispatch instead of a dozen eager operations and separately compiled steps.
 
@@ -571,7 +572,7 @@ def _sgm_body(q, sigma, steps, target, orders, grid, method, kind, refine):
     else:
         orders = jnp.sort(orders)
         kernel_orders = orders
-    per_step = kernels.rdp_core(q[..., None], sigma[..., None], kernel_orders)
+    per_step = kernels.rdp_core(q[..., None], sigma[..., None], kernel_orders, shared=shared)
     total = scale_rdp(per_step, steps[..., None])
     core = epsilon_core if kind == "epsilon" else delta_core
     result, index = core(total, orders, target, method)
@@ -584,7 +585,7 @@ def _sgm_body(q, sigma, steps, target, orders, grid, method, kind, refine):
     return result
 
 
-_SGM_STATIC = ("grid", "method", "kind", "refine")
+_SGM_STATIC = ("grid", "method", "kind", "refine", "shared")
 _sgm_program = jax.jit(_sgm_body, static_argnames=_SGM_STATIC)
 
 
@@ -653,7 +654,7 @@ def _convert_sgm(
         grid = None
     arrays = [_as_dtype(v, dtype) for v in (q, sigma, steps, target)]
     arrays.append(_as_dtype(orders if grid is None else grid.array, dtype))
-    static = (grid, method, kind, bool(refine))
+    static = (grid, method, kind, bool(refine), shared)
     with ctx:
         if shared:
             result = _sgm_program(*arrays, *static)

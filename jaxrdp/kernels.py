@@ -27,8 +27,8 @@ either        traced, laid out as above, as many as a        compared as the pro
               standard vector (:data:`_STANDARD_ORDERS`:     (:func:`_guarded`): if equal,
               jaxrdp's, dp_accounting's or Opacus's          that vector's shared-order
               defaults)                                      path, else elementwise
-float64       other traced, fewer than 8, or differing       elementwise quadrature
-              per cell                                       (:mod:`jaxrdp._quadrature`)
+float64       other traced, fewer than 8, differing per      elementwise quadrature
+              cell, or ``rdp_core(..., shared=False)``       (:mod:`jaxrdp._quadrature`)
 float32       the same                                       elementwise quadrature, centred
                                                              (:mod:`jaxrdp._tilted32`)
 ============  ===========================================  ================================
@@ -249,15 +249,15 @@ def _rdp_orders_jit(q, sigma, plan, cells, dtype="float64"):
 _MIN_ORDERS_FOR_FAST_PATH = 8
 
 
-def _route(q, sigma, alpha, dtype):
+def _route(q, sigma, alpha, dtype, shared: bool = True):
     """The path of a call, as in the module's table.
 
     Returns ``("orders", plan)`` for concrete orders the same for every cell,
     ``("guarded", plan)`` for traced orders laid out that way whose length is that of one
     of :data:`_STANDARD_ORDERS` (the plan is that vector's), and ``("elementwise", None)``
-    otherwise.
+    otherwise, or always where ``shared`` is False (see :func:`rdp_core`).
     """
-    if dtype not in (jnp.float64, jnp.float32):
+    if not shared or dtype not in (jnp.float64, jnp.float32):
         return ("elementwise", None)
     shape = np.shape(alpha)
     if not _shared_layout(np.shape(q), np.shape(sigma), shape):
@@ -298,9 +298,9 @@ def _dispatch(elementwise, orders_kernel, q, sigma, alpha, *, alpha_low_inclusiv
         return _run(elementwise, orders_kernel, q, sigma, alpha, dtype)
 
 
-def _run(elementwise, orders_kernel, q, sigma, alpha, dtype):
+def _run(elementwise, orders_kernel, q, sigma, alpha, dtype, shared=True):
     """Evaluate on the path that :func:`_route` chooses (inputs already validated)."""
-    path, plan = _route(q, sigma, alpha, dtype)
+    path, plan = _route(q, sigma, alpha, dtype, shared)
     # Cells: the broadcast shape without the orders' axis, along which q and σ have size 1
     # (or which they lack). Broadcasting happens inside the compiled program.
     cells = np.broadcast_shapes(np.shape(q), np.shape(sigma), np.shape(alpha))[:-1]
@@ -339,17 +339,19 @@ def _guarded(elementwise, orders_kernel, plan: _grid.OrderPlan, cells: tuple):
     return run
 
 
-def rdp_core(q, sigma, alpha):
+def rdp_core(q, sigma, alpha, *, shared: bool = True):
     """:func:`rdp` for internal callers that validated their arguments already.
 
     No argument checks and no precision choice: ``q`` and ``sigma`` are computed in
-    their (common floating) dtype, inside the caller's precision scope; concrete NumPy
-    ``alpha`` takes the fast path as in :func:`rdp`.
+    their (common floating) dtype, inside the caller's precision scope; ``alpha`` takes
+    the path that :func:`rdp` would. ``shared=False`` asks for the elementwise path
+    whatever the orders: a program about half as large to compile, for processes that
+    evaluate once (the command line's one-shot ε).
     """
     dtype = jnp.result_type(q, sigma)
     if not jnp.issubdtype(dtype, jnp.floating):
         dtype = jnp.result_type(float)
-    return _run(_rdp_jit, _rdp_orders_jit, q, sigma, alpha, dtype)
+    return _run(_rdp_jit, _rdp_orders_jit, q, sigma, alpha, dtype, shared)
 
 
 def log_a(q, sigma, alpha):
