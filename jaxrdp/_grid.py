@@ -9,7 +9,10 @@ accounting uses them, most of the work can be shared across orders:
   ``A_α − 1 = Σ_{k=2}^{α} C(α,k) q^k (1−q)^{α−k} expm1(k(k−1)/2σ²)``. The binomial
   coefficients are exact constants built once per order vector; the order-free part
   ``log expm1(k(k−1)/2σ²) + k·log q`` is computed once per cell for every ``k`` and
-  shared by all orders.
+  shared by all orders. Orders from :data:`WINDOW_MIN_ORDER` on (in chunks of at least
+  16 cells) sum their first and last 64 terms exactly and add an upper bound on the
+  middle (:func:`_windowed`); the cells where that bound is not negligible take every
+  term.
 * **fractional orders up to** :data:`SHARED_MAX_ORDER` share one set of nodes per cell.
   Up to ``1/σ = 2`` that is one Gauss–Hermite rule for the normal weight, centred between
   the orders' modes (:func:`_hermite_points`). Beyond, Gauss–Legendre panels over an
@@ -128,10 +131,30 @@ def _integer_log_a_minus_one(log_q, log1m_q, s, groups: tuple[tuple[int, ...], .
     Returns:
       List of arrays ``(C, G_i)``, one per group.
     """
-    n_all = max(max(alphas) for alphas in groups) + 1
+    windows = s.shape[0] >= _MIN_CELLS_FOR_SHORTCUTS
+    big_groups = tuple(a for a in groups if windows and min(a) >= WINDOW_MIN_ORDER)
+    every = [a for a in groups if a not in big_groups]
+    n_all = max([max(a) for a in every] + [WINDOW_HEAD + 1] * bool(big_groups)) + 1
+    u = _order_free_terms(log_q, s, n_all)
+    out = iter([_integer_group(u, log1m_q, alphas) for alphas in every])
+    if not big_groups:
+        return list(out)
+
+    def every_term(idx):  # the big orders' every-term sums on the cells ``idx``
+        u_all = _order_free_terms(log_q[idx], s[idx], max(max(a) for a in big_groups) + 1)
+        return jnp.concatenate([_integer_group(u_all, log1m_q[idx], a) for a in big_groups], axis=1)
+
+    windowed, bad = _windowed(u, log_q, log1m_q, s, sum(big_groups, ()))
+    big = patch_cells(bad, windowed, every_term)
+    columns = iter(jnp.split(big, np.cumsum([len(g) for g in big_groups])[:-1], axis=1))
+    return [next(columns) if alphas in big_groups else next(out) for alphas in groups]
+
+
+def _order_free_terms(log_q, s, n_all: int):
+    """``u_k = log expm1(k(k−1)s²/2) + k·log q`` for ``k = 0 … n_all − 1`` → ``(C, n_all)``
+    (``−inf`` for ``k < 2``, whose terms cancel)."""
     k = np.arange(n_all, dtype=np.float64)
     half_kk = 0.5 * k * (k - 1.0)  # (K,)
-    # expm1(k(k−1)s²/2) is shared by every order; −inf for k < 2 (those terms cancel).
     safe = np.where(half_kk > 0, half_kk, 1.0)
     y = safe * (s * s)[:, None]
     log_e = by_exact_head(
@@ -139,8 +162,7 @@ def _integer_log_a_minus_one(log_q, log1m_q, s, groups: tuple[tuple[int, ...], .
         lambda head: jnp.concatenate([_logmath.log_expm1(y[:, :head]), y[:, head:]], axis=1),
         lambda: _logmath.log_expm1(y))
     log_e = jnp.where(half_kk > 0, log_e, -jnp.inf)
-    u = log_e + k * log_q[:, None]  # (C, K)
-    return [_integer_group(u, log1m_q, alphas) for alphas in groups]
+    return log_e + k * log_q[:, None]  # (C, K)
 
 
 def _integer_group(u, log1m_q, alphas: tuple[int, ...]):
@@ -301,9 +323,12 @@ def middle_bound(log_ends, consts: WindowConstants):
     Returns:
       ``(C, G)``.
     """
+    # the cached NumPy constants serve float32 and float64 programs: typed explicitly here
+    gap_left, gap_right, log_count = (jnp.asarray(v, log_ends.dtype)
+                                      for v in (consts.gap_left, consts.gap_right, consts.log_count))
     left, right = log_ends[..., :-1], log_ends[..., 1:]
-    peak = jnp.minimum(jnp.maximum(left, right + consts.gap_left), jnp.maximum(right, left + consts.gap_right))
-    return jax.nn.logsumexp(jnp.asarray(consts.log_count) + peak, axis=-1)
+    peak = jnp.minimum(jnp.maximum(left, right + gap_left), jnp.maximum(right, left + gap_right))
+    return jax.nn.logsumexp(log_count + peak, axis=-1)
 
 
 def patch_cells(bad, windowed, full_on):
@@ -334,6 +359,49 @@ def patch_cells(bad, windowed, full_on):
 
     _, out = jax.lax.while_loop(lambda state: state[0] * size < n_bad, step, (0, windowed))
     return out
+
+
+def _terms_at(log_q, log1m_q, s, alphas, k):
+    """Log-terms ``u_k + log C(α, k) + (α − k)·log(1 − q)`` at static ``k`` ``(G, M)``,
+    ``2 ≤ k ≤ α`` → ``(C, G, M)``, with a bound on their rounding ``(C, G, M)``."""
+    k = np.asarray(k, np.float64)
+    y = 0.5 * k * (k - 1.0) * (s * s)[:, None, None]
+    k_log_q = k * log_q[:, None, None]
+    log_binom = np.stack([_log_binomials((a,))[0][row] for a, row in zip(alphas, k.astype(np.int64))])
+    rest = (np.asarray(alphas, np.float64)[:, None] - k) * log1m_q[:, None, None]
+    # parts of up to a few hundred thousand nats that cancel: each carries a few roundings
+    # of 2⁻⁵³ of its size, far below 1e-14 of the sum of their sizes
+    rounding = 1e-14 * (y + jnp.abs(k_log_q) + np.abs(log_binom) + jnp.abs(rest) + 1.0)
+    return _logmath.log_expm1(y) + k_log_q + log_binom + rest, rounding
+
+
+def _windowed(u, log_q, log1m_q, s, alphas: tuple[int, ...]):
+    """Orders ``≥ WINDOW_MIN_ORDER`` from their head and tail windows → ``((C, G), bad (C,))``.
+
+    The windows' terms (``k = 2 … WINDOW_HEAD + 1`` from ``u``, the last
+    :data:`WINDOW_TAIL` computed here) are summed exactly; the middle's bound
+    (:func:`middle_bound`, from the log-terms at the piece ends raised by their rounding)
+    is added, so the value is an upper bound. ``bad`` marks cells where that bound is not
+    below ``e^{−36}`` of the windows' sum (2.3e-16: inside the kernel's 5e-13 margin) or
+    the sum is not finite; they take every term.
+    """
+    consts = window_constants(alphas)
+    head = np.broadcast_to(np.arange(2, WINDOW_HEAD + 2), (len(alphas), WINDOW_HEAD))
+    tail, _ = _terms_at(log_q, log1m_q, s, alphas, consts.tail)
+    head_binom = np.stack([_log_binomials((a,))[0][2:WINDOW_HEAD + 2] for a in alphas])
+    head_rest = (np.asarray(alphas, np.float64)[:, None] - head) * log1m_q[:, None, None]
+    terms = jnp.concatenate([u[:, None, 2:WINDOW_HEAD + 2] + head_binom + head_rest, tail], axis=-1)
+    shift = jnp.max(terms, axis=-1)
+    shift = jnp.where(jnp.isfinite(shift), shift, 0.0)
+    log_sum = jnp.log(jnp.sum(jnp.exp(terms - shift[..., None]), axis=-1)) + shift
+    log_ends, rounding = _terms_at(log_q, log1m_q, s, alphas, consts.ends)
+    middle = middle_bound(log_ends + rounding, consts)
+    ok = jnp.isfinite(log_sum) & ((middle == -jnp.inf) | (middle <= log_sum - _WINDOW_MARGIN))
+    return jnp.logaddexp(log_sum, middle), ~jnp.all(ok, axis=-1)
+
+
+#: The windows' sum (float64) is kept where the middle's bound is below e^-36 of it.
+_WINDOW_MARGIN = 36.0
 
 
 def _shared_cover(s, alpha_max: float, cfg):

@@ -34,9 +34,9 @@ float32       the same                                       elementwise quadrat
 ============  ===========================================  ================================
 
 Inside the shared-order path (:class:`jaxrdp._grid.OrderPlan`, then per chunk of cells
-sorted by σ): integer orders ``2 ≤ α ≤ 2¹⁴`` take exact binomial sums (in float32, from
-``α = 256`` on, over their first and last 64 terms plus a bound on the rest, where that
-bound is negligible; :func:`jaxrdp._grid.window_constants`); fractional orders
+sorted by σ): integer orders ``2 ≤ α ≤ 2¹⁴`` take exact binomial sums (from ``α = 256``
+on, over their first and last 64 terms plus a bound on the rest, where that bound is
+negligible; :func:`jaxrdp._grid.window_constants`); fractional orders
 ``1 < α ≤ 12`` take nodes shared across orders (one Gauss–Hermite rule up to
 ``1/σ = 2``, Gauss–Legendre panels beyond), in the tier of
 :data:`jaxrdp._grid.SHARED_TIERS` (float32: :data:`jaxrdp._grid32.SHARED_TIERS`, fewer

@@ -592,6 +592,41 @@ def test_float32_big_integer_orders_by_windows_every_branch():
         assert np.abs(rel[ok]).max() < 6e-6, name
 
 
+def test_float64_big_integer_orders_by_windows_every_branch():
+    # Orders from 256 on (chunks of at least 16 cells) are summed over their head and tail
+    # windows plus a bound on the middle; cells where the bound is not below e^-36 of the
+    # windows' sum take every term, PATCH_CELLS at a time. Chunks with no such cell, a few,
+    # and more than one batch of them, against mpmath's exact binomial sums on 6 cells each
+    # (windowed and patched ones): measured 4.4e-15 relative in log A, before the kernel's
+    # outward margin.
+    from jaxrdp import _grid
+
+    rng = np.random.default_rng(43)
+    n = 64
+    plain = (10 ** rng.uniform(-5, -2, n), 10 ** rng.uniform(0, 1.5, n))  # windows suffice
+    spread = (10 ** rng.uniform(-1.5, -0.9, n), rng.uniform(6, 9, n))  # the middle matters
+    orders = (2.0, 40.0, 256.0, 300.0, 1024.0)
+    plan = _grid.OrderPlan(orders)
+    worst = 0.0
+    for name, n_spread in {"windows": 0, "patched": 6, "several batches": n}.items():
+        q = np.concatenate([plain[0][: n - n_spread], spread[0][:n_spread]])
+        sigma = np.concatenate([plain[1][: n - n_spread], spread[1][:n_spread]])
+        with jax.enable_x64(True):
+            log_q, log1m_q, s = (jnp.asarray(v) for v in (np.log(q), np.log1p(-q), 1 / sigma))
+            u = _grid._order_free_terms(log_q, s, _grid.WINDOW_HEAD + 2)
+            bad = np.asarray(_grid._windowed(u, log_q, log1m_q, s, (256, 300, 1024))[1])
+            got = np.asarray(jax.jit(lambda a, b: _grid.log_a_minus_one(a, b, plan))(q, sigma))
+        expected = {"windows": bad.sum() == 0, "patched": 0 < bad.sum() <= _grid.PATCH_CELLS,
+                    "several batches": bad.sum() > _grid.PATCH_CELLS}
+        assert expected[name], (name, int(bad.sum()))
+        picks = np.concatenate([np.flatnonzero(bad)[:3], np.flatnonzero(~bad)[:6]])[:6]
+        for i in picks:
+            for j in (2, 3, 4):
+                exact = float(mp_reference.log_a_integer(q[i], sigma[i], int(orders[j]), dps=30))
+                worst = max(worst, abs(np.logaddexp(0.0, got[i, j]) / exact - 1))
+    assert worst < 2e-14, worst
+
+
 @pytest.mark.parametrize("tier", [0, 1, 2, 3])
 def test_float32_shared_tiers_match_float64(tier):
     # The float32 shared quadrature of each tier against the float64 elementwise quadrature
