@@ -550,25 +550,42 @@ def test_window_bound_of_the_middle_terms_is_an_upper_bound_and_tight():
         assert np.all(bound[~finite] == -np.inf)
 
 
+_WINDOW_ORDERS = (2.0, 40.0, 256.0, 300.0, 1024.0)
+
+
+def _window_branch_cells(seed, n, branches):
+    """``(name, q, σ)`` per branch: ``n`` cells, the last ``branches[name]`` of them where the
+    middle of the big orders matters, the others where the windows suffice."""
+    rng = np.random.default_rng(seed)
+    plain = (10 ** rng.uniform(-5, -2, n), 10 ** rng.uniform(0, 1.5, n))  # windows suffice
+    spread = (10 ** rng.uniform(-1.5, -0.9, n), rng.uniform(6, 9, n))  # the middle matters
+    for name, n_spread in branches.items():
+        yield name, *(np.concatenate([p[: n - n_spread], m[:n_spread]]) for p, m in zip(plain, spread))
+
+
+def _bad_cells_as_named(name, n_bad):
+    """Whether a branch's count of cells that take every term is what its name says."""
+    from jaxrdp import _grid
+
+    if name.startswith("windows"):
+        return n_bad == 0
+    return 0 < n_bad <= _grid.PATCH_CELLS if name == "patched" else n_bad > _grid.PATCH_CELLS
+
+
 def test_float32_big_integer_orders_by_windows_every_branch():
     # Orders from 256 on are summed over their head and tail windows; cells where the middle
     # matters take every term, PATCH_CELLS at a time. Chunks with no such cell, a few, and
-    # more than one batch of them, against float64's every-term sum (before the float32
-    # path's outward margin): measured 1.8e-6, 1.8e-6, 1.8e-6 and 6.8e-7.
+    # more than one batch of them, against the float64 path (its windows are checked
+    # against mpmath below), before the float32 path's outward margin: measured 1.8e-6,
+    # 1.8e-6, 1.8e-6 and 6.8e-7.
     from jaxrdp import _grid, _grid32
 
-    rng = np.random.default_rng(41)
-    n = 128
-    plain = (10 ** rng.uniform(-5, -2, n), 10 ** rng.uniform(0, 1.5, n))  # windows suffice
-    spread = (10 ** rng.uniform(-1.5, -0.9, n), rng.uniform(6, 9, n))  # the middle matters
-    orders = (2.0, 40.0, 256.0, 300.0, 1024.0)
-    plan = _grid.OrderPlan(orders)
+    plan = _grid.OrderPlan(_WINDOW_ORDERS)
     # "σ ≤ 10": every y = k(k−1)/2σ² at the windows' tails and piece ends is ≥ 20, where
     # log expm1(y) is taken as y (:func:`_grid32._w_at`); σ up to 31.6 in the others.
-    branches = {"windows": 0, "windows, σ ≤ 10": 0, "patched": 6, "several batches": n}
-    for name, n_spread in branches.items():
-        q = np.concatenate([plain[0][: n - n_spread], spread[0][:n_spread]]).astype(np.float32)
-        sigma = np.concatenate([plain[1][: n - n_spread], spread[1][:n_spread]]).astype(np.float32)
+    branches = {"windows": 0, "windows, σ ≤ 10": 0, "patched": 6, "several batches": 128}
+    for name, q, sigma in _window_branch_cells(41, 128, branches):
+        q, sigma = q.astype(np.float32), sigma.astype(np.float32)
         if "σ ≤ 10" in name:
             sigma = np.minimum(sigma, np.float32(10.0))
         y_end = float(np.min(1.0 / sigma.astype(np.float64) ** 2)) * (_grid.WINDOW_HEAD + 2) * (
@@ -578,14 +595,10 @@ def test_float32_big_integer_orders_by_windows_every_branch():
         cell = _grid32._cell(jnp.asarray(q), jnp.asarray(sigma))
         w = _grid32._integer_shared(cell, _grid.WINDOW_HEAD + 1)
         _, bad = _grid32._windowed(w, cell, (256, 300, 1024))
-        n_bad = int(np.sum(bad))
-        expected = {"windows": n_bad == 0, "windows, σ ≤ 10": n_bad == 0,
-                    "patched": 0 < n_bad <= _grid.PATCH_CELLS,
-                    "several batches": n_bad > _grid.PATCH_CELLS}
-        assert expected[name], (name, n_bad)
+        assert _bad_cells_as_named(name, int(np.sum(bad))), (name, int(np.sum(bad)))
         got = np.asarray(jax.jit(lambda a, b: _grid.log_a_minus_one(a, b, plan))(q, sigma), np.float64)
         with jax.enable_x64(True):
-            ref = np.asarray(_grid.log_a_minus_one(jnp.asarray(q, jnp.float64), jnp.asarray(sigma, jnp.float64), _grid.OrderPlan(orders)))
+            ref = np.asarray(_grid.log_a_minus_one(jnp.asarray(q, jnp.float64), jnp.asarray(sigma, jnp.float64), plan))
         ok = ref > -80
         rel = np.logaddexp(0, got) / np.logaddexp(0, ref) - 1
         assert ok.sum() > 0.8 * ok.size
@@ -601,28 +614,19 @@ def test_float64_big_integer_orders_by_windows_every_branch():
     # outward margin.
     from jaxrdp import _grid
 
-    rng = np.random.default_rng(43)
-    n = 64
-    plain = (10 ** rng.uniform(-5, -2, n), 10 ** rng.uniform(0, 1.5, n))  # windows suffice
-    spread = (10 ** rng.uniform(-1.5, -0.9, n), rng.uniform(6, 9, n))  # the middle matters
-    orders = (2.0, 40.0, 256.0, 300.0, 1024.0)
-    plan = _grid.OrderPlan(orders)
+    plan = _grid.OrderPlan(_WINDOW_ORDERS)
     worst = 0.0
-    for name, n_spread in {"windows": 0, "patched": 6, "several batches": n}.items():
-        q = np.concatenate([plain[0][: n - n_spread], spread[0][:n_spread]])
-        sigma = np.concatenate([plain[1][: n - n_spread], spread[1][:n_spread]])
+    for name, q, sigma in _window_branch_cells(43, 64, {"windows": 0, "patched": 6, "several batches": 64}):
         with jax.enable_x64(True):
             log_q, log1m_q, s = (jnp.asarray(v) for v in (np.log(q), np.log1p(-q), 1 / sigma))
             u = _grid._order_free_terms(log_q, s, _grid.WINDOW_HEAD + 2)
             bad = np.asarray(_grid._windowed(u, log_q, log1m_q, s, (256, 300, 1024))[1])
             got = np.asarray(jax.jit(lambda a, b: _grid.log_a_minus_one(a, b, plan))(q, sigma))
-        expected = {"windows": bad.sum() == 0, "patched": 0 < bad.sum() <= _grid.PATCH_CELLS,
-                    "several batches": bad.sum() > _grid.PATCH_CELLS}
-        assert expected[name], (name, int(bad.sum()))
+        assert _bad_cells_as_named(name, int(bad.sum())), (name, int(bad.sum()))
         picks = np.concatenate([np.flatnonzero(bad)[:3], np.flatnonzero(~bad)[:6]])[:6]
         for i in picks:
             for j in (2, 3, 4):
-                exact = float(mp_reference.log_a_integer(q[i], sigma[i], int(orders[j]), dps=30))
+                exact = float(mp_reference.log_a_integer(q[i], sigma[i], int(_WINDOW_ORDERS[j]), dps=30))
                 worst = max(worst, abs(np.logaddexp(0.0, got[i, j]) / exact - 1))
     assert worst < 2e-14, worst
 
