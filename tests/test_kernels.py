@@ -834,7 +834,8 @@ def test_traced_standard_orders_run_the_shared_path(which):
 def test_traced_orders_of_a_standard_length_but_other_values_are_exact():
     # Reversed, shifted by 0.05 and 1e-9 (below float32 resolution, not float64's): the
     # comparison fails as the program runs and the elementwise path answers; had the
-    # shared path answered, the values would be those of the standard orders.
+    # shared path answered, the values would be those of the standard orders. Under vmap
+    # over the orders, each row gets its own vector's values.
     orders = kernels._STANDARD_ORDERS[1]
     q = np.geomspace(1e-4, 0.1, 4)[:, None]
     sigma = np.geomspace(0.5, 10, 4)[:, None]
@@ -844,6 +845,11 @@ def test_traced_orders_of_a_standard_length_but_other_values_are_exact():
             traced, elementwise = _traced_and_elementwise(q, sigma, other, jnp.float64)
             np.testing.assert_array_equal(traced, elementwise)
             assert not np.allclose(traced, standard, rtol=1e-12, atol=0)
+        # vmap over the orders batches the comparison (both branches run, each row its own)
+        batched = jax.jit(jax.vmap(jaxrdp.rdp, in_axes=(None, None, 0)))(
+            jnp.asarray(q), jnp.asarray(sigma), jnp.stack([jnp.asarray(orders), jnp.asarray(orders[::-1])]))
+        np.testing.assert_allclose(np.asarray(batched[0]), standard, rtol=1e-12, atol=0)
+        np.testing.assert_allclose(np.asarray(batched[1]), standard[:, ::-1], rtol=1e-12, atol=0)
 
 
 def test_traced_standard_orders_in_float32_and_their_derivatives():
