@@ -140,14 +140,36 @@ def _integer_log_a_minus_one(log_q, log1m_q, s, groups: tuple[tuple[int, ...], .
     if not big_groups:
         return list(out)
 
-    def every_term(idx):  # the big orders' every-term sums on the cells ``idx``
-        u_all = _order_free_terms(log_q[idx], s[idx], max(max(a) for a in big_groups) + 1)
-        return jnp.concatenate([_integer_group(u_all, log1m_q[idx], a) for a in big_groups], axis=1)
-
-    windowed, bad = _windowed(u, log_q, log1m_q, s, sum(big_groups, ()))
-    big = patch_cells(bad, windowed, every_term)
+    big = _big_orders(u, log_q, log1m_q, s, big_groups)
     columns = iter(jnp.split(big, np.cumsum([len(g) for g in big_groups])[:-1], axis=1))
     return [next(columns) if alphas in big_groups else next(out) for alphas in groups]
+
+
+def _every_term(log_q, log1m_q, s, groups):
+    """The size classes ``groups`` by every term → ``(C, Σ G_i)``."""
+    u_all = _order_free_terms(log_q, s, max(max(a) for a in groups) + 1)
+    return jnp.concatenate([_integer_group(u_all, log1m_q, a) for a in groups], axis=1)
+
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(4,))
+def _big_orders(u, log_q, log1m_q, s, groups):
+    """Size classes of orders from :data:`WINDOW_MIN_ORDER` on by their windows
+    (:func:`_windowed`), the cells where that is not enough by every term → ``(C, Σ G_i)``.
+
+    ``u``: :func:`_order_free_terms` of the cells, at least ``WINDOW_HEAD + 2`` columns.
+    """
+    windowed, bad = _windowed(u, log_q, log1m_q, s, sum(groups, ()))
+    return patch_cells(bad, windowed,
+                       lambda idx: _every_term(log_q[idx], log1m_q[idx], s[idx], groups))
+
+
+@_big_orders.defjvp
+def _big_orders_jvp(groups, primals, tangents):
+    # Derivatives of the every-term sums, whose values the windows reproduce to 1e-15:
+    # the patching loop has a dynamic trip count, which reverse mode cannot differentiate.
+    # ``u`` is a function of log q and s: its tangent is not counted twice.
+    _, tangent = jax.jvp(lambda a, b, c: _every_term(a, b, c, groups), primals[1:], tangents[1:])
+    return _big_orders(*primals, groups), tangent
 
 
 def _order_free_terms(log_q, s, n_all: int):
