@@ -556,7 +556,7 @@ def _sgm_body(q, sigma, steps, target, orders, grid, method, kind, refine, share
     same orders when they are concrete, so that the kernel can plan its shared-order path
     on them; otherwise ``grid`` is None and the traced ``orders`` are sorted here.
     ``shared=False`` keeps the kernel on its elementwise path (see :func:`_convert_sgm`). One
-    program per (shapes, dtype, orders, method, kind, refine): a single-run call costs one
+    program per (shapes, dtype, orders, method, kind, refine, shared): a single-run call costs one
     dispatch instead of a dozen eager operations and separately compiled steps.
 
     Wherever the static orders are not needed, the traced ``orders`` are used (the
