@@ -28,6 +28,8 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from jaxrdp import _logmath
+
 _EPS = 2.220446049250313e-16
 #: half-width of the x-window beyond the modes, in σ (Gaussian tail e^{-72}).
 _WIDTH = 12.0
@@ -149,8 +151,8 @@ def real_stats(q, sigma, c, d, nx: int):
 
 def _line_sums(ell, mag, d, u):
     """Fine and coarse (even-node) trapezoid sums of mag·e^{iu·dℓ} at every u, directly."""
-    phase = u[..., :, None] * (d[..., None] * ell)[..., None, :]
-    cos, sin = mag[..., None, :] * jnp.cos(phase), mag[..., None, :] * jnp.sin(phase)
+    cos, sin = _logmath.cos_sin(u[..., :, None] * (d[..., None] * ell)[..., None, :])
+    cos, sin = mag[..., None, :] * cos, mag[..., None, :] * sin
     fine = jnp.sum(cos, axis=-1) + 1j * jnp.sum(sin, axis=-1)
     coarse = 2.0 * (jnp.sum(cos[..., ::2], axis=-1) + 1j * jnp.sum(sin[..., ::2], axis=-1))
     return fine, coarse
@@ -160,7 +162,7 @@ def _phase_run(phi, count: int):
     """(cos, sin) of kφ for k < count: ``(..., m)`` → ``(..., count, m)``."""
     angle = jnp.arange(count, dtype=jnp.result_type(phi))[:, None] * phi[..., None, :]
     # computed once: XLA would otherwise recompute them inside each product that uses them
-    return jax.lax.optimization_barrier((jnp.cos(angle), jnp.sin(angle)))
+    return jax.lax.optimization_barrier(_logmath.cos_sin(angle))
 
 
 def block_phases(phi, n: int):
