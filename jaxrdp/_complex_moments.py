@@ -169,7 +169,8 @@ def block_phases(phi, n: int):
     """e^{ikφ}, k = bm + j < n, as factors e^{ibmφ} ``(..., R, m)`` and e^{ijφ} ``(..., b, m)``.
 
     ``phi``: ``(..., m)``. b ≈ √n is a power of two and R = ⌈n/b⌉ (padded to a power of two),
-    each factor from cos/sin directly: at n = 1 024, 64 complex exponentials instead of
+    each factor from cos/sin directly (:func:`jaxrdp._logmath.cos_sin`, 2.5× faster than
+    XLA's float64 pair on CPU): at n = 1 024, 64 complex exponentials instead of
     1 024. (Splitting the factors further, into products of shorter runs, was 1.5× slower on
     CPU: the products' arrays cost more memory traffic than the cos/sin they save.) A phase
     carries the rounding of its factors' angles (eps·|kφ| in all) and of one complex product
