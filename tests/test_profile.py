@@ -73,6 +73,30 @@ def test_cos_sin_against_mpmath():
         np.testing.assert_allclose(np.asarray(g), np.cos(a[:50]), rtol=0, atol=4 * cm._EPS)
 
 
+def test_escalation_defers_a_step_for_runs_far_above_the_tolerance():
+    """A step with a fourth entry runs first only on the runs whose bound is at most that
+    entry; the others take it after the last step, and only if still unsettled. The smaller
+    result is kept at every step."""
+    calls = []
+    # per step (keyed by its x-nodes): each run's (value, relative error bound)
+    table = {1: ([5.0, 5.0, 5.0, 5.0], [1e-3, 0.5, 0.5, 1e-7]),
+             2: ([4.0, 3.0, 3.5, 9.0], [1e-7, 1e-3, 1e-3, 1e-9]),
+             3: ([4.5, 4.0, 2.0, 9.0], [1e-3, 1e-3, 1e-8, 1e-9])}
+
+    def fn(run, nx, nu, c_scale):
+        idx = np.asarray(run)[:, 0].astype(int)  # padded to a chunk by repeating the last run
+        calls.append((nx, sorted(set(idx.tolist()))))
+        return tuple(np.asarray(v)[idx] for v in table[nx])
+
+    tiers = ((1, 1, 1.0), (2, 2, 1.0, 0.1), (3, 3, 1.0))
+    value, rel = profile._escalate(fn, [np.arange(4.0)[:, None]], lambda r: r[0], tiers)
+    # step 2 first on run 0 only (runs 1, 2 are above 0.1; run 3 is settled); step 3 on the
+    # unsettled runs 1 and 2; then step 2 on run 1, the deferred run still unsettled
+    assert calls == [(1, [0, 1, 2, 3]), (2, [0]), (3, [1, 2]), (2, [1])]
+    np.testing.assert_array_equal(value, [4.0, 3.0, 2.0, 5.0])
+    np.testing.assert_array_equal(rel, [1e-7, 1e-3, 1e-8, 1e-7])
+
+
 def test_equispaced_phases_by_blocks():
     """e^{ikφ} for k < n as products of two block factors (blocks of up to 128 at
     n = 16 384) against 30-digit mpmath: the error stays within eps·(16 + |kφ|), the
