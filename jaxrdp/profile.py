@@ -546,7 +546,7 @@ def _dummies(q, s, t):
 # ---------------------------------------------------------------------------- the cores
 
 
-@functools.partial(jax.jit, static_argnames=("nx", "nu", "c_scale"))
+@functools.partial(jax.jit, static_argnames=("nx", "nu"))
 def _delta_chunk(q, s, t, eps, nx, nu, c_scale=1.0):
     """Bounded (log δ_remove, log δ_add, relative error) of runs ``(n, S)`` at ε ``(n,)``."""
     q, s, t = _dummies(q, s, t)
@@ -567,7 +567,7 @@ def _delta_chunk(q, s, t, eps, nx, nu, c_scale=1.0):
     return lr, la, jnp.where(active, rel, 0.0)
 
 
-@functools.partial(jax.jit, static_argnames=("nx", "nu", "c_scale"))
+@functools.partial(jax.jit, static_argnames=("nx", "nu"))
 def _epsilon_chunk(q, s, t, log_delta, eps_rdp, nx, nu, c_scale=1.0):
     """Verified profile ε and its relative error bound for runs ``(n, S)`` at δ ``(n,)``."""
     sg = jax.lax.stop_gradient
