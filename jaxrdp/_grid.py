@@ -714,17 +714,10 @@ _EXPM1_MINUS_ID = tuple(1.0 / math.factorial(n) for n in range(2, 19))
 _LOG1P_MINUS_RATIO = tuple(1.0 / k for k in range(2, 18))
 
 
-def _horner(z, coefficients):
-    out = jnp.full_like(z, coefficients[-1])
-    for c in coefficients[-2::-1]:
-        out = out * z + c
-    return out
-
-
 def _expm1_minus_identity(z, e):
     """``h(z) = expm1(z) − z ≥ 0`` to full relative precision, given ``e = expm1(z)``."""
     near = jnp.abs(z) <= 1.0
-    series = z * z * _horner(jnp.where(near, z, 0.0), _EXPM1_MINUS_ID)
+    series = z * z * _logmath.horner(jnp.where(near, z, 0.0), _EXPM1_MINUS_ID)
     return jnp.where(near, series, e - z)
 
 
@@ -734,7 +727,7 @@ def _log1p_minus_ratio(log1p_x, y):
     With ``w = y``, ``L = −log(1 − w)``, so the difference is ``Σ_{k≥2} w^k/k``.
     """
     near = jnp.abs(y) <= 0.1
-    series = y * y * _horner(jnp.where(near, y, 0.0), _LOG1P_MINUS_RATIO)
+    series = y * y * _logmath.horner(jnp.where(near, y, 0.0), _LOG1P_MINUS_RATIO)
     return jnp.where(near, series, log1p_x - y)
 
 

@@ -393,10 +393,7 @@ def _expm1_near_zero(b):
     """``expm1(b)`` for ``|b| ≤ 1`` (other lanes: clipped), by a polynomial that XLA
     vectorises (its ``expm1`` on CPU is several times slower than ``exp``)."""
     b = jnp.clip(b, -1.0, 1.0)
-    acc = jnp.full_like(b, _EXPM1_TAYLOR[-1])
-    for c in _EXPM1_TAYLOR[-2::-1]:
-        acc = acc * b + c
-    return acc * b
+    return _logmath.horner(b, _EXPM1_TAYLOR) * b
 
 
 def _shared_log_a_minus_one(q, cell: _Cell, alphas: tuple[float, ...], n_panels: int, n_nodes: int):

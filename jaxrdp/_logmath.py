@@ -8,6 +8,7 @@ their values nor their gradients can turn into NaN.
 from __future__ import annotations
 
 import functools
+import math
 from typing import NamedTuple
 
 import jax
@@ -200,6 +201,14 @@ def log_normal_pdf(t):
     return -0.5 * t * t - 0.5 * np.log(2.0 * np.pi)
 
 
+def horner(x, coefficients):
+    """``Σ_k coefficients[k]·x^k`` by Horner's rule, elementwise (a static tuple of floats)."""
+    out = jnp.full_like(x, coefficients[-1])
+    for c in coefficients[-2::-1]:
+        out = out * x + c
+    return out
+
+
 # π/2 in three parts (Cody–Waite): the first two have 30 significant bits, so n·part is exact
 # for |n| < 2²³; their sum is π/2 to 4e-35.
 _HALF_PI_PARTS = (float.fromhex("0x1.921fb54000000p+0"), float.fromhex("0x1.10b4611800000p-30"),
@@ -207,17 +216,8 @@ _HALF_PI_PARTS = (float.fromhex("0x1.921fb54000000p+0"), float.fromhex("0x1.10b4
 #: |angle| below which :func:`cos_sin` reduces exactly; larger arrays use ``jnp.cos``/``jnp.sin``.
 COS_SIN_REDUCED_RANGE = 2.0**22
 # Taylor coefficients of sin r / r and cos r in r², for |r| ≤ π/4 (truncation < 1e-19)
-_SIN_COEFFS = tuple((-1) ** k / float(np.prod(np.arange(1, 2 * k + 2, dtype=float)))
-                    for k in range(9))
-_COS_COEFFS = tuple((-1) ** k / float(np.prod(np.arange(1, 2 * k + 1, dtype=float)))
-                    for k in range(10))
-
-
-def _horner(coeffs, x):
-    acc = jnp.full_like(x, coeffs[-1])
-    for c in coeffs[-2::-1]:
-        acc = acc * x + c
-    return acc
+_SIN_COEFFS = tuple((-1) ** k / math.factorial(2 * k + 1) for k in range(9))
+_COS_COEFFS = tuple((-1) ** k / math.factorial(2 * k) for k in range(10))
 
 
 def _reduced_cos_sin(a):
@@ -225,7 +225,7 @@ def _reduced_cos_sin(a):
     p1, p2, p3 = _HALF_PI_PARTS
     r = ((a - n * p1) - n * p2) - n * p3  # a − n·π/2, |r| ≤ π/4 (+ rounding)
     r2 = r * r
-    s, c = r * _horner(_SIN_COEFFS, r2), _horner(_COS_COEFFS, r2)
+    s, c = r * horner(r2, _SIN_COEFFS), horner(r2, _COS_COEFFS)
     k = n.astype(jnp.int32) & 3  # the quadrant: rotate (c, s) by k·π/2
     odd = (k & 1) == 1
     cos = jnp.where(odd, s, c) * jnp.where((k == 1) | (k == 2), -1.0, 1.0)
