@@ -86,6 +86,7 @@ integral does not depend on it); for ε by the implicit-function rule.
 
 from __future__ import annotations
 
+import collections
 import functools
 from typing import NamedTuple
 
@@ -678,19 +679,14 @@ def _escalate(fn, args, rank, tiers=TIERS):
     unsettled). ``rank(result) -> (n,)`` orders sound results (the smaller is kept).
     """
     out = _chunked(fn, args, *tiers[0][:3])
-    deferred = []  # (tier, runs)
-    steps = [(tier, None) for tier in tiers[1:]]
-    while steps:
-        (tier, runs), steps = steps[0], steps[1:]
-        todo = ~(out[-1] <= TOLERANCE)
-        if runs is not None:
-            todo &= runs
-        if len(tier) > 3 and steps:
+    queue = collections.deque((tier, True) for tier in tiers[1:])  # (tier, runs it may take)
+    while queue:
+        tier, runs = queue.popleft()
+        todo = ~(out[-1] <= TOLERANCE) & runs
+        if len(tier) > 3 and queue:  # deferred behind every step still queued
             later = todo & (out[-1] > tier[3])
-            deferred.append((tier[:3], later))
+            queue.append((tier[:3], later))
             todo &= ~later
-        if not steps:
-            steps, deferred = deferred, []
         todo = np.nonzero(todo)[0]
         if not todo.size:
             continue
