@@ -83,7 +83,7 @@ def test_escalation_defers_a_step_for_runs_far_above_the_tolerance():
              2: ([4.0, 3.0, 3.5, 9.0], [1e-7, 1e-3, 1e-3, 1e-9]),
              3: ([4.5, 4.0, 2.0, 9.0], [1e-3, 1e-3, 1e-8, 1e-9])}
 
-    def fn(run, nx, nu, c_scale):
+    def fn(run, nx, nu, c_scale, narrow):
         idx = np.asarray(run)[:, 0].astype(int)  # padded to a chunk by repeating the last run
         calls.append((nx, sorted(set(idx.tolist()))))
         return tuple(np.asarray(v)[idx] for v in table[nx])
@@ -104,7 +104,7 @@ def test_lines_of_one_tier_share_one_compiled_program():
     args = [np.array([[0.01]]), np.array([[1.0]]), np.array([[1000.0]]), np.array([1.0])]
     with jax.enable_x64(True):
         before = profile._delta_chunk._cache_size()
-        out = [profile._chunked(profile._delta_chunk, args, 129, 48, scale)
+        out = [profile._chunked(profile._delta_chunk, args, profile._Step(129, 48, scale))
                for scale in (1.0, 0.5, 0.25)]
         assert profile._delta_chunk._cache_size() == before + 1
     # the lines differ, the integral does not: each is sound and within its bound of the others
@@ -272,6 +272,20 @@ def test_delta_never_below_references_and_never_above_rdp():
     assert np.all(d[small] <= exact[small] * (1 + rel[small]) / (1 - rel[small]) * (1 + 1e-9))
     ok = np.asarray(res.status) == profile.PROFILE_OK
     assert np.all(np.abs(d[ok] / exact[ok] - 1) <= 1e-6)
+
+
+def test_few_sampled_far_tail_is_settled_by_the_narrow_strips():
+    """q = 0.0185, σ = 4.32, T = 226, ε = 1 (ε far above the mean loss): a far mode of the
+    tilted loss made every strip a ≥ 0.04·c of the discretisation bound allow only tiny
+    steps, and every line fell back to RDP (δ 6.2e-41). The last step's narrow strips settle
+    it against the 25-digit reference row (measured 1.8e-9 above it)."""
+    (row,) = [r for r in _rows() if r["steps"] == "226"]
+    q, s, t, e = (float(row[k]) for k in ("q", "sigma", "steps", "epsilon"))
+    exact = float(row["delta"])
+    res = profile.delta(q, s, t, e)
+    assert int(res.status) == profile.PROFILE_OK
+    assert exact <= float(res.delta) <= exact * (1 + 5e-9)
+    assert float(res.delta) < 1e-3 * float(res.delta_rdp)
 
 
 def test_issue_example_bracketed_by_pld():
