@@ -291,11 +291,12 @@ def test_grad_delta_against_closed_forms():
     q, s, t, e = _columns(_GRAD_DELTA_CELLS)
     with jax.enable_x64(True):
         def f(sig, qq):
-            return jnp.sum(jnp.log(profile.delta(qq, sig, t, e).delta))
+            res = profile.delta(qq, sig, t, e)
+            return jnp.sum(jnp.log(res.delta)), res
 
-        gs, gq = jax.grad(f, argnums=(0, 1))(jnp.asarray(s), jnp.asarray(q))
-        # what the gradient's trace runs (tier 1; concrete calls evaluate q = 1 in closed form)
-        res = jax.jit(lambda qq, sig: profile.delta(qq, sig, t, e))(jnp.asarray(q), jnp.asarray(s))
+        # the status and error bound of what the gradient's trace runs (tier 1; concrete
+        # calls would evaluate q = 1 in closed form)
+        (gs, gq), res = jax.grad(f, argnums=(0, 1), has_aux=True)(jnp.asarray(s), jnp.asarray(q))
     gs, gq = np.asarray(gs), np.asarray(gq)
     status, rel = np.asarray(res.status), np.asarray(res.rel_error)
     want = np.array([_mp_partials(*c) for c in _GRAD_DELTA_CELLS])
@@ -318,17 +319,29 @@ def test_grad_delta_against_closed_forms():
     assert np.all(err_s[loose] < 1.0) and np.all(err_q[loose & single] < 1.0), (err_s, err_q)
 
 
+#: a cell where the traced tier 1 falls back to RDP (T = 1 would not: a single step takes the
+#: closed form), differentiated in the same call as ``_GRAD_EPS_CELLS``
+_GRAD_EPS_FALLBACK = (1e-4, 0.5, 2, 1e-8)
+
+
 @pytest.fixture(scope="module")
 def grad_epsilon():
-    """``.epsilon`` and its gradients in σ and q on ``_GRAD_EPS_CELLS`` (one batched call)."""
-    q, s, t, dl = _columns(_GRAD_EPS_CELLS)
+    """``.epsilon`` and its gradients in σ and q on ``_GRAD_EPS_CELLS`` (one batched call).
+
+    The gradients' call also covers ``_GRAD_EPS_FALLBACK`` (last) and returns the traced
+    statuses; the values and statuses returned are those of a concrete call on the cells.
+    """
+    q, s, t, dl = _columns(_GRAD_EPS_CELLS + [_GRAD_EPS_FALLBACK])
     with jax.enable_x64(True):
         def f(sig, qq):
-            return jnp.sum(profile.epsilon(qq, sig, t, dl).epsilon)
+            res = profile.epsilon(qq, sig, t, dl)
+            return jnp.sum(res.epsilon), res.status
 
-        gs, gq = jax.grad(f, argnums=(0, 1))(jnp.asarray(s), jnp.asarray(q))
-        res = profile.epsilon(q, s, t, dl)
-    return (q, s, t, dl), np.asarray(gs), np.asarray(gq), np.asarray(res.status), np.asarray(res.epsilon)
+        (gs, gq), traced = jax.grad(f, argnums=(0, 1), has_aux=True)(jnp.asarray(s), jnp.asarray(q))
+        res = profile.epsilon(q[:-1], s[:-1], t[:-1], dl[:-1])
+    fallback = (np.asarray(gs)[-1], np.asarray(gq)[-1], np.asarray(traced))
+    return ((q[:-1], s[:-1], t[:-1], dl[:-1]), np.asarray(gs)[:-1], np.asarray(gq)[:-1],
+            np.asarray(res.status), np.asarray(res.epsilon), fallback)
 
 
 @pytest.mark.slow
@@ -340,7 +353,7 @@ def test_grad_epsilon_against_closed_forms(grad_epsilon):
     slope); T = 1 cells that are not RDP fallbacks (PROFILE_LOOSE): the derivative of a
     looser bound, relative error below 1 (measured ≤ 0.47).
     """
-    (q, s, t, dl), gs, gq, status, eps = grad_epsilon
+    (q, s, t, dl), gs, gq, status, eps, _ = grad_epsilon
     want = []
     for (qq, ss, tt, dd), e0 in zip(_GRAD_EPS_CELLS, eps):
         with mp.workdps(30):
@@ -364,25 +377,19 @@ def test_grad_epsilon_against_closed_forms(grad_epsilon):
 
 
 @pytest.mark.slow
-def test_grad_epsilon_finite_at_rdp_fallback():
+def test_grad_epsilon_finite_at_rdp_fallback(grad_epsilon):
     """Where a cell falls back to RDP the derivative of ``.epsilon`` is RDP's (finite): no NaN
     leaks from the profile branch that was not selected. Under ``jax.grad`` the traceable
-    tier 1 runs; at q = 1e-4, σ = 0.5, T = 2, δ = 1e-8 it falls back (T = 1 would not: a
-    single step takes the closed form)."""
-    q = np.array([1e-4, 1.0, 0.3])
-    s, t, d = np.array([0.5, 3.0, 1.0]), np.array([2.0, 1000.0, 1.0]), np.array([1e-8, 1e-5, 1e-3])
-
-    def total(ss, qq):
-        res = profile.epsilon(qq, ss, t, d)
-        return jnp.sum(res.epsilon), res.status
-
+    tier 1 runs; at q = 1e-4, σ = 0.5, T = 2, δ = 1e-8 (``_GRAD_EPS_FALLBACK``) it falls back,
+    in the same call as cells that do not."""
+    *_, (gs, gq, traced) = grad_epsilon
+    q, s, t, d = _GRAD_EPS_FALLBACK
     with jax.enable_x64(True):
-        (gs, gq), status = jax.grad(total, argnums=(0, 1), has_aux=True)(jnp.asarray(s), jnp.asarray(q))
-        rdp_s = jax.grad(lambda ss: jaxrdp.epsilon(q[0], ss, t[0], d[0])[0])(s[0])
-    status = np.asarray(status)
-    assert status[0] == profile.RDP_FALLBACK and status[1] == profile.PROFILE_OK
-    assert np.all(np.isfinite(np.asarray(gs))) and np.all(np.isfinite(np.asarray(gq)))
-    assert abs(float(gs[0]) / float(rdp_s) - 1) < 1e-9
+        rdp_s = jax.grad(lambda ss: jaxrdp.epsilon(q, ss, t, d)[0])(s)
+    # the first cell (q = 1, σ = 3, T = 1 000, δ = 1e-5) is within the tolerance under the trace
+    assert traced[-1] == profile.RDP_FALLBACK and traced[0] == profile.PROFILE_OK, traced
+    assert np.isfinite(gs) and np.isfinite(gq)
+    assert abs(float(gs) / float(rdp_s) - 1) < 1e-9
 
 
 # ----------------------------------------------------------------------------------------------
