@@ -56,8 +56,8 @@ their nodes on a finer x-grid (the oscillation e^{iuℓ(x)} resolved further alo
 and a longer line. The runs the two cheaper tiers leave above the tolerance go on to the
 bigger tiers on lines closer to the imaginary axis, Re z = c/2 and c/4, and last on Re z = c
 (``_ESCALATION`` gives the order; runs the first tier leaves with a bound above 0.1 take the
-second only at the end; the last step's discretisation bound also tries strips narrower than
-0.04·c): the integral does not depend on the line and every bound
+second only at the end; the biggest tier's discretisation bound also tries strips narrower
+than 0.04·c): the integral does not depend on the line and every bound
 above holds on any, so the smallest verified value is kept. Where few
 steps are sampled the saddle c is large (hundreds) and the tilted loss bimodal; its
 curvature, set by the far mode, then makes the step so small that the line ends while
@@ -137,14 +137,17 @@ TIERS = ((129, 48), (257, 128), (513, 256), (1025, 1024))
 #: (``benchmarks/bench_profile.py``'s distribution, seed 0) TIERS[1] settled none of the 771
 #: whose first tier left a bound above 0.1 (and 499 of the others); deferred, every status and
 #: every ε is the same, and the 590 runs the later steps settle skip it (5% of the time).
-#: The last step (``True``: ``narrow``) also tries the strips of :data:`_NARROW_STRIP`. On
+#: The steps of TIERS[3] (``True``: ``narrow``) also try the strips of :data:`_NARROW_STRIP`
+#: (all three, so they keep sharing one compiled program; on the last step alone the values
+#: below were the same, at one more program to compile). On
 #: 1 280 random runs across the domain (q ∈ [1e-8, 1], σ ∈ [0.3, 10⁴], δ ∈ [1e-20, 0.5],
 #: T ∈ {2, 3, 10, 100, 10⁴}) the RDP fallbacks of ε(δ) went from 80 to 37 and ε fell in 71 runs
 #: (median −16%); it rose in 4 (at most 6.1%; one run from PROFILE_LOOSE to RDP). Of 1 280
 #: δ(ε), fallbacks 178 → 144, none higher. The benchmark's runs never reach it with a
 #: strip-limited step: their ε is bitwise the same, at the same time per run.
-_ESCALATION = (TIERS[0] + (1.0,), TIERS[1] + (1.0, 0.1), TIERS[2] + (0.5,), TIERS[3] + (0.5,),
-               TIERS[3] + (0.25,), TIERS[3] + (1.0, None, True))
+_ESCALATION = (TIERS[0] + (1.0,), TIERS[1] + (1.0, 0.1), TIERS[2] + (0.5,),
+               TIERS[3] + (0.5, None, True), TIERS[3] + (0.25, None, True),
+               TIERS[3] + (1.0, None, True))
 _FEW_RUNS, _FEW_RUNS_STEP = 8, 2  # escalation of calls with ≤ 8 runs starts at its third step
 # (TIERS[2] on Re z = c/2: alone on the 512 runs above, 448 settled there against 421 on c)
 _E = 60.0  # target exponent for the discretisation error (e^-60)
