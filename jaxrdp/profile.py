@@ -124,7 +124,23 @@ TOLERANCE = 1e-6
 #: (x-nodes of the complex moments, nodes on the half-line of the inverse Laplace integral).
 TIERS = ((129, 48), (257, 128), (513, 256), (1025, 1024))
 
-#: The order of escalation, (x-nodes, line nodes, c_scale) on the line Re z = c_scale·c: the
+
+class _Step(NamedTuple):
+    """One step of the escalation: a tier (x-nodes, line nodes) on the line Re z = c_scale·c.
+
+    ``defer_above``: runs whose relative error bound exceeds it take the step after the last
+    one instead (if still unsettled); ``narrow``: the line's strip candidates include
+    :data:`_NARROW_STRIP`.
+    """
+
+    nx: int
+    nu: int
+    c_scale: float = 1.0
+    defer_above: float | None = None
+    narrow: bool = False
+
+
+#: The order of escalation (:class:`_Step`, a tier on the line Re z = c_scale·c): the
 #: two cheaper tiers, then the bigger ones on lines closer to the imaginary axis, the last
 #: tier's line Re z = c at the end (see the module docstring). The runs the first two tiers
 #: leave are the few-sampled ones, where the c/2 line does best: on 512 random runs TIERS[2]
@@ -132,12 +148,12 @@ TIERS = ((129, 48), (257, 128), (513, 256), (1025, 1024))
 #: This order, without TIERS[2] on Re z = c, gives every run the same status as the tiers in
 #: order with the c/2 retries after TIERS[2] (ε within 2.3e-7), 15% faster (1.88 against
 #: 2.22 ms per run; on 1 024 runs of another sample, 2.08 against 2.38, statuses equal).
-#: A fourth entry defers the step, for the runs whose relative error bound is still above
+#: ``defer_above`` defers the step, for the runs whose relative error bound is still above
 #: it, to after the last step (then only for the runs left unsettled): of 4 096 random runs
 #: (``benchmarks/bench_profile.py``'s distribution, seed 0) TIERS[1] settled none of the 771
 #: whose first tier left a bound above 0.1 (and 499 of the others); deferred, every status and
 #: every ε is the same, and the 590 runs the later steps settle skip it (5% of the time).
-#: The steps of TIERS[3] (``True``: ``narrow``) also try the strips of :data:`_NARROW_STRIP`
+#: The steps of TIERS[3] (``narrow``) also try the strips of :data:`_NARROW_STRIP`
 #: (all three, so they keep sharing one compiled program; on the last step alone the values
 #: below were the same, at one more program to compile). On
 #: 1 280 random runs across the domain (q ∈ [1e-8, 1], σ ∈ [0.3, 10⁴], δ ∈ [1e-20, 0.5],
@@ -147,9 +163,9 @@ TIERS = ((129, 48), (257, 128), (513, 256), (1025, 1024))
 #: distribution, δ at ε = 1 (far in the tail for most: δ down to 1e-70) fell back to RDP on
 #: 423 runs, now on 27 (1 430 within 1e-6, from 1 370); their ε(1e-5) never has a
 #: strip-limited step there and is bitwise the same, at the same time per run.
-_ESCALATION = (TIERS[0] + (1.0,), TIERS[1] + (1.0, 0.1), TIERS[2] + (0.5,),
-               TIERS[3] + (0.5, None, True), TIERS[3] + (0.25, None, True),
-               TIERS[3] + (1.0, None, True))
+_ESCALATION = (_Step(*TIERS[0]), _Step(*TIERS[1], defer_above=0.1), _Step(*TIERS[2], 0.5),
+               _Step(*TIERS[3], 0.5, narrow=True), _Step(*TIERS[3], 0.25, narrow=True),
+               _Step(*TIERS[3], 1.0, narrow=True))
 _FEW_RUNS, _FEW_RUNS_STEP = 8, 2  # escalation of calls with ≤ 8 runs starts at its third step
 # (TIERS[2] on Re z = c/2: alone on the 512 runs above, 448 settled there against 421 on c)
 _E = 60.0  # target exponent for the discretisation error (e^-60)
@@ -678,21 +694,6 @@ def _chunk_size(n: int, per_run: int) -> int:
     """
     cap = 1 << int(np.log2(max(_CHUNK // per_run, 1)))
     return min(cap, _padded_size(n, _FEW_RUNS if n <= _FEW_RUNS else 64))
-
-
-class _Step(NamedTuple):
-    """One step of the escalation: a tier (x-nodes, line nodes) on the line Re z = c_scale·c.
-
-    ``defer_above``: runs whose relative error bound exceeds it take the step after the last
-    one instead (if still unsettled); ``narrow``: the line's strip candidates include
-    :data:`_NARROW_STRIP`.
-    """
-
-    nx: int
-    nu: int
-    c_scale: float = 1.0
-    defer_above: float | None = None
-    narrow: bool = False
 
 
 def _chunked(fn, args, step: _Step):
