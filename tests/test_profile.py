@@ -277,7 +277,7 @@ def test_delta_never_below_references_and_never_above_rdp():
 def test_few_sampled_far_tail_is_settled_by_the_narrow_strips():
     """q = 0.0185, σ = 4.32, T = 226, ε = 1 (ε far above the mean loss): a far mode of the
     tilted loss made every strip a ≥ 0.04·c of the discretisation bound allow only tiny
-    steps, and every line fell back to RDP (δ 6.2e-41). The last step's narrow strips settle
+    steps, and every line fell back to RDP (δ 6.2e-41). The biggest tier's narrow strips settle
     it against the 25-digit reference row (measured 1.8e-9 above it)."""
     (row,) = [r for r in _rows() if r["steps"] == "226"]
     q, s, t, e = (float(row[k]) for k in ("q", "sigma", "steps", "epsilon"))
