@@ -20,13 +20,16 @@ the fine rule's error is taken as 10·η_c² (errors square on halving for analy
 when η_c < 1e-3, else η_c, plus a rounding term eps·(16 + |u|·max|ℓ| + max|g−m|)·Σ|terms|/|S|
 (16 covers the product of :func:`block_phases`). Where the grid cannot resolve the
 oscillation e^{iuℓ} (see ``_RESOLVE``; the nested estimate is then meaningless: both rules
-alias alike), the error is reported infinite.
+alias alike), the error is reported infinite. For the remove direction a per-run bound on the
+aliasing (:func:`_aliasing_limit`) extends the trusted range where the tilted mass sits at
+small ℓ' (few sampled steps: the uniform criterion assumes ℓ' = 1/σ² everywhere).
 """
 
 from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from jaxrdp import _logmath
 
@@ -36,7 +39,8 @@ _WIDTH = 12.0
 #: the trapezoid rule in x is trusted (and its nested estimate meaningful) only where
 #: h_x·(|u|/σ² + _RESOLVE/σ) ≤ 2π: the integrand is analytic and bounded by its real-axis
 #: size times e^{(|u|/σ²)y + y²/2σ²} in the strip |Im x| < y (ℓ' ≤ 1/σ²), so the aliasing
-#: error is below e^{−_RESOLVE²/2} ≈ e^{−50} of it.
+#: error is below e^{−_RESOLVE²/2} ≈ e^{−50} of it. (Remove: or where the finer bound of
+#: :func:`_aliasing_limit` keeps the aliasing below the same fraction.)
 _RESOLVE = 10.0
 
 REMOVE = 1.0
@@ -85,8 +89,13 @@ def _log_terms(q, sigma, c, d, nx):
     qe, se = q[..., None], sigma[..., None]
     ell, t = log_r(x, qe, se)
     a = exponent(c, d)[..., None]
-    g = -(x**2) / (2.0 * se**2) - jnp.log(jnp.sqrt(2.0 * jnp.pi) * se) + jnp.log(hx)[..., None]
-    return ell, t, g + a * ell, hx
+    g = _log_phi(x, se) + jnp.log(hx)[..., None]
+    return ell, t, g + a * ell, hx, x
+
+
+def _log_phi(x, sigma):
+    """log of the N(0, σ²) density."""
+    return -(x**2) / (2.0 * sigma**2) - jnp.log(jnp.sqrt(2.0 * jnp.pi) * sigma)
 
 
 def _scaled(ga):
@@ -116,7 +125,7 @@ def real_stats(q, sigma, c, d, nx: int):
     spike of near-zero loss (few sampled steps): its own small variance gives the T-fold
     product the Gaussian decay e^{−T w var u²/2} that the whole loss's moments cannot show.
     """
-    ell, t, ga, hx = _log_terms(q, sigma, c, d, nx)
+    ell, t, ga, hx, _ = _log_terms(q, sigma, c, d, nx)
     q, sigma, d = jnp.broadcast_arrays(q, sigma, d)
     m, wts = _scaled(ga)
     s0 = jnp.sum(wts, axis=-1)
@@ -214,7 +223,120 @@ def _uniform_line_sums(ell, mag, d, h, n: int):
     return even + odd, 2.0 * even
 
 
-def _finish(fine, coarse, ell, ga, m, mag, hx, sigma, u):
+_TAIL_PIECES = 8  # pieces of width σ right of the window, then a closed-form tail
+_GROUPS = 16  # groups of consecutive x-nodes (each with the slope of its last node)
+#: candidate strip half-widths y/σ (10 down to 0.16, ratio 2^{1/4}; cost per run, not per u)
+_Y_OVER_SIGMA = tuple(10.0 * 2.0 ** (-k / 4) for k in range(25))
+
+
+def _slope(log_v, sigma):
+    """Bound L(x) on |Im ℓ(x+iy)|/y for every y < πσ² (remove direction), elementwise.
+
+    With v = e^{log_v} = q e^t/(1−q) at the real point x and θ = y/σ²:
+    ℓ(x+iy) = log(1−q) + log(1 + v e^{iθ}). For v < 1 the derivative ρ/σ² of ℓ has
+    |ρ| ≤ v/(1−v) along the whole vertical line, and |arg(1 + v e^{iθ})| ≤ θ/2 (increasing in
+    v, equal to θ/2 at v = 1): L = min(v/(1−v), 1/2)/σ². For v ≥ 1,
+    ℓ = log q + t + iθ + log(1 + e^{−iθ}/v) with that last argument in [−θ/2, 0]: L = 1/σ²
+    (r has no zero while θ < π).
+    """
+    small = log_v < 0.0
+    v = jnp.exp(jnp.where(small, log_v, -1.0))
+    return jnp.where(small, jnp.minimum(v / (1.0 - v), 0.5), 1.0) / sigma**2
+
+
+def _aliasing_limit(q, sigma, a, x, ell, t, ga, m, hx):
+    """The largest |u| at which the x-rule's aliasing stays below e^{−_RESOLVE²/2}·Σ|terms|.
+
+    For the remove direction (a = 1 + c > 0); used beside the uniform criterion of
+    ``_RESOLVE``, so that both are required to fail before η = ∞ is reported.
+
+    Trefethen–Weideman (2014), Thm 5.1: the trapezoid rule of step h_x errs by at most
+    2·sup_{|b|≤y} ∫|f(x+ib)|dx/(e^{2πy/h_x} − 1) for f analytic in the strip |Im x| < y. For
+    f = φ·r^{a+iu} (a > 0): |φ(x+ib)| = φ(x)e^{b²/2σ²}, |r(x+ib)| ≤ r(x) and
+    |e^{iuℓ(x+ib)}| ≤ e^{|u|·b·L(x)} (:func:`_slope`), so the sup is at most
+    e^{y²/2σ²}∫φ r^a e^{|u|yL}. That integral is bounded by shells of known mass and largest
+    slope: the x-nodes in :data:`_GROUPS` consecutive groups (L increases with x, so a
+    group's largest is at its last node), left of the window φ's tail times r(lo)^a, right of
+    it pieces [p_j, p_j + σ] of mass ≤ σφ(p_j)r(p_j + σ)^a, and beyond them the closed form
+    ∫_p^∞ φ r^a ≤ 2^{max(a−1, 0)}[(1−q)^a Φ̄(p/σ) + q^a e^{a(a−1)/2σ²}Φ̄((p−a)/σ)] with
+    L = 1/σ². The best of a few y < πσ² (:data:`_Y_OVER_SIGMA`) is taken per u.
+
+    Where the tilted mass sits at small ρ = ℓ'σ² (few sampled steps: the loss's near-zero
+    mode) this lets the rule reach |u| far beyond the uniform criterion's 2πσ²/h_x, which
+    takes L = 1/σ² everywhere.
+
+    Args: ``q, sigma, a, hx``: the batch shape ``B``; ``x, ell, t, ga``: ``B + (nx,)`` (the
+    nodes, ℓ, t and log terms of :func:`_log_terms`), ``m``: ``B + (1,)``.
+
+    Returns:
+      ``B``: the largest |u| at which the bound holds (it grows with |u|); −1 where none.
+    """
+    nx = x.shape[-1]
+    log_beta = jnp.log(q) - jnp.log1p(-jnp.minimum(q, 0.5))  # q ≥ 1/2: slope 1/σ² anyway
+    log_beta = jnp.where(q < 0.5, log_beta, jnp.inf)[..., None]
+    se = sigma[..., None]
+    # window: groups of consecutive nodes, mass Σ e^{g−m}, slope at the node after the group's
+    # last (its cell reaches half a step beyond it; the last group's: half a step beyond hi)
+    ends = np.minimum(np.arange(1, _GROUPS + 1) * (nx // _GROUPS), nx - 1)
+    ends[-1] = nx - 1
+    cum = jnp.cumsum(jnp.exp(ga - m), axis=-1)[..., ends]
+    w_win = jnp.diff(cum, prepend=0.0, axis=-1)
+    log_w = [jnp.log(jnp.maximum(w_win, 1e-300))]
+    t_next = t[..., np.minimum(ends + 1, nx - 1)]
+    t_next = t_next.at[..., -1].add(hx / (2.0 * sigma**2))  # t = (2x − 1)/2σ²
+    slopes = [_slope(log_beta + t_next, se)]
+    total = jnp.log(cum[..., -1])
+    lo, hi = x[..., 0], x[..., -1]
+    ae = a[..., None]
+
+    def node(p):  # log φ(p) and ℓ, slope at p (..., k)
+        ell_p, t_p = log_r(p, q[..., None], se)
+        return _log_phi(p, se), ell_p, _slope(log_beta + t_p, se)
+
+    # left of the window: r ≤ r(lo) (r increases), L ≤ L(lo)
+    _, ell_lo, s_lo = node(lo[..., None])
+    log_w.append(jax.scipy.special.log_ndtr(lo / sigma)[..., None] + ae * ell_lo - m)
+    slopes.append(s_lo)
+    # right of it: pieces of width σ
+    p = hi[..., None] + se * jnp.arange(_TAIL_PIECES + 1, dtype=x.dtype)
+    lphi, ell_p, s_p = node(p)
+    log_w.append(jnp.log(se) + lphi[..., :-1] + ae * ell_p[..., 1:] - m)
+    slopes.append(s_p[..., 1:])
+    # beyond: closed form, slope 1/σ²; r = q e^t (1 + 1/v) ≤ q e^t (1 + 1/v(p)) for x ≥ p, or
+    # r^a ≤ 2^{max(a−1, 0)}((1−q)^a + q^a e^{at}), whichever is smaller
+    pe = p[..., -1]
+    log1mq = jnp.where(q < 1.0, jnp.log1p(-jnp.where(q < 1.0, q, 0.0)), -jnp.inf)
+    sampled = a * jnp.log(q) + a * (a - 1.0) / (2.0 * sigma**2) + jax.scipy.special.log_ndtr(
+        (a - pe) / sigma)
+    split = jnp.maximum(a - 1.0, 0.0) * np.log(2.0) + jnp.logaddexp(
+        a * log1mq + jax.scipy.special.log_ndtr(-pe / sigma), sampled)
+    log_v_end = log_beta[..., 0] + (2.0 * pe - 1.0) / (2.0 * sigma**2)
+    far = jnp.minimum(split, sampled + a * jnp.logaddexp(0.0, -log_v_end))
+    log_w.append(far[..., None] - m)
+    slopes.append(jnp.broadcast_to(1.0 / se**2, far.shape + (1,)))
+    log_w = jnp.concatenate(log_w, -1)[..., None, :]  # B + (1, shells)
+    slopes = jnp.concatenate(slopes, -1)[..., None, :]
+    y = jnp.minimum(se * jnp.asarray(_Y_OVER_SIGMA, x.dtype), 0.95 * jnp.pi * se**2)  # B + (Y,)
+    # Σ_s W_s e^{|u|yL_s} ≤ S·max_s: every shell within the budget left by the other factors
+    budget = (total[..., None] - 0.5 * _RESOLVE**2 - np.log(2.0 * log_w.shape[-1])
+              + _logmath.log_expm1(2.0 * jnp.pi * y / hx[..., None]) - y**2 / (2.0 * se**2))
+    room = budget[..., None] - log_w  # B + (Y, shells)
+    yl = y[..., None] * slopes
+    u_shell = jnp.where(room < 0.0, -1.0, jnp.where(yl > 0.0, room / jnp.where(yl > 0.0, yl, 1.0),
+                                                     jnp.inf))
+    return jnp.max(jnp.min(u_shell, axis=-1), axis=-1)
+
+
+def _resolved_remove(q, sigma, c, d, x, ell, t, ga, m, hx, u):
+    """:func:`_aliasing_limit` ≥ |u| for the remove direction (d > 0), False for add."""
+    sg = jax.lax.stop_gradient
+    remove = d > 0
+    a = jnp.where(remove, exponent(c, d), 1.0)
+    limit = _aliasing_limit(*(sg(v) for v in (q, sigma, a, x, ell, t, ga, m, hx)))
+    return (jnp.abs(sg(u)) <= limit[..., None]) & remove[..., None]
+
+
+def _finish(fine, coarse, ell, ga, m, mag, hx, sigma, u, resolved_too=None):
     """log M from the sums, and its relative error estimate (see the module docstring)."""
     absfine = jnp.maximum(jnp.abs(fine), 1e-300)
     eta_c = jnp.abs(fine - coarse) / absfine
@@ -225,6 +347,8 @@ def _finish(fine, coarse, ell, ga, m, mag, hx, sigma, u):
     eta_round = _EPS * (16.0 + umax + spread) * amp
     resolved = (hx[..., None] * (jnp.abs(u) / sigma[..., None] ** 2 + _RESOLVE / sigma[..., None])
                 <= 2 * jnp.pi)
+    if resolved_too is not None:
+        resolved = resolved | resolved_too
     log_m = m + jnp.log(jnp.where(absfine > 1e-300, fine, 1.0))  # safe for gradients
     log_m = jnp.where(absfine > 1e-300, log_m, -jnp.inf)
     return log_m, jnp.where(resolved, eta_disc + eta_round, jnp.inf)
@@ -242,11 +366,12 @@ def log_moment_line(q, sigma, c, d, u, nx: int):
       ``(log_m, eta)``: complex log M (principal branch) and relative error bound estimate,
       both of shape ``B + (N,)``.
     """
-    ell, _, ga, hx = _log_terms(q, sigma, c, d, nx)
-    sigma, d = jnp.broadcast_arrays(sigma, d)
+    ell, t, ga, hx, x = _log_terms(q, sigma, c, d, nx)
+    q, sigma, c, d = jnp.broadcast_arrays(q, sigma, c, d)
     m, mag = _scaled(ga)
     fine, coarse = _line_sums(ell, mag, d, u)
-    return _finish(fine, coarse, ell, ga, m, mag, hx, sigma, u)
+    return _finish(fine, coarse, ell, ga, m, mag, hx, sigma, u,
+                   _resolved_remove(q, sigma, c, d, x, ell, t, ga, m, hx, u))
 
 
 def log_moment_uniform_line(q, sigma, c, d, h, n: int, nx: int):
@@ -260,9 +385,10 @@ def log_moment_uniform_line(q, sigma, c, d, h, n: int, nx: int):
     Returns:
       ``(log_m, eta)`` of shape ``B + (n,)``, as :func:`log_moment_line` at u = k·h.
     """
-    ell, _, ga, hx = _log_terms(q, sigma, c, d, nx)
-    sigma, d, h = (jnp.broadcast_to(v, ell.shape[:-1]) for v in (sigma, d, h))  # batch shape
+    ell, t, ga, hx, x = _log_terms(q, sigma, c, d, nx)
+    q, sigma, c, d, h = (jnp.broadcast_to(v, ell.shape[:-1]) for v in (q, sigma, c, d, h))
     m, mag = _scaled(ga)
     fine, coarse = _uniform_line_sums(ell, mag, d, h, n)
     u = h[..., None] * jnp.arange(n, dtype=ell.dtype)
-    return _finish(fine, coarse, ell, ga, m, mag, hx, sigma, u)
+    return _finish(fine, coarse, ell, ga, m, mag, hx, sigma, u,
+                   _resolved_remove(q, sigma, c, d, x, ell, t, ga, m, hx, u))
