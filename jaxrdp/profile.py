@@ -51,8 +51,8 @@ alike: measured at T = 1, q = 0.5, σ = 1, u = 120, a value 4e5 times too large 
 ℓ' = ρ/σ² of the shell instead of 1/σ²) trusts the rule much further where few steps are
 sampled (measured: q = 1.08e-3, σ = 4.71, c = 151, 129 nodes: |u| ≤ 528 against 19; the
 moments there match 30-digit mpmath to 4.5e-16). On ``benchmarks/bench_profile.py``'s runs
-(2 048) the runs that reach the biggest tier went from 260 to 104 and the time per run from
-0.93 to 0.62 ms; ``PROFILE_LOOSE`` from 101 to 52.
+(2 048) the runs that reach the biggest tier went from 260 to 97 and the time per run from
+0.93 to 0.60 ms; ``PROFILE_LOOSE`` from 101 to 51 (ε rose in 86 runs, by at most 2.3e-7).
 
 Accuracy tiers (:data:`TIERS`, (x-nodes, line nodes)): called with concrete inputs, every run
 starts on the cheapest tier (calls of at most 8 runs on the third step: fewer programs to
@@ -89,10 +89,11 @@ q = 1 runs, e.g. δ 0.889 against the exact 0.510 at σ = 0.3, T = 2, ε = 10).
 a few points just above the root at which the bounded δ of both directions is verified ≤ δ.
 Where the estimate is not positive (its error bound dominates, as where the line is only
 partly resolved) Newton takes the slope of the bounded δ itself, bisection halves log ε, and
-the search's upper end (a point found ≤ δ) is one of the points checked: on 1 280 random runs
-across the domain, 16 steps instead of 10 arithmetic ones left ε higher in 42 runs (by at
-most 7.9%, all PROFILE_LOOSE) and lower in 450; ε had fallen to a floor of
-(1.5·ε_RDP + 1)/2^10 ≈ 1e-3 where bisection took every step.
+the search's upper end (a point found ≤ δ) is one of the points checked (16 steps; before, 10
+with arithmetic bisection left ε at a floor of (1.5·ε_RDP + 1)/2^10 ≈ 1e-3 where bisection
+took every step). With the finer aliasing bound above, on 1 280 random runs across the domain
+(T ∈ {2, 3, 10, 100, 10⁴}) ε fell in 542 runs (median −2.4%) and rose in 43 (21 by more than
+1e-3, at most 7.9%, PROFILE_LOOSE; one of them now RDP); PROFILE_OK 549 → 603, RDP 37 → 22.
 Derivatives in q and σ flow through the moments on the line (the contour is held fixed: the
 integral does not depend on it); for ε by the implicit-function rule.
 """
