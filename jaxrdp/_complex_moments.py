@@ -224,7 +224,7 @@ def _uniform_line_sums(ell, mag, d, h, n: int):
 
 
 _TAIL_PIECES = 8  # pieces of width σ right of the window, then a closed-form tail
-_GROUPS = 16  # groups of consecutive x-nodes (each with the slope of its last node)
+_GROUPS = 16  # groups of consecutive x-nodes (each with the slope just beyond its last)
 #: candidate strip half-widths y/σ (10 down to 0.16, ratio 2^{1/4}; cost per run, not per u)
 _Y_OVER_SIGMA = tuple(10.0 * 2.0 ** (-k / 4) for k in range(25))
 
@@ -267,8 +267,10 @@ def _aliasing_limit(q, sigma, a, x, ell, t, ga, m, hx):
     slope: the x-nodes in :data:`_GROUPS` consecutive groups (L increases with x, so a
     group's largest is at its last node), left of the window φ's tail times r(lo)^a, right of
     it pieces [p_j, p_j + σ] of mass ≤ σφ(p_j)r(p_j + σ)^a, and beyond them the closed form
-    ∫_p^∞ φ r^a ≤ 2^{max(a−1, 0)}[(1−q)^a Φ̄(p/σ) + q^a e^{a(a−1)/2σ²}Φ̄((p−a)/σ)] with
-    L = 1/σ². The best of a few y < πσ² (:data:`_Y_OVER_SIGMA`) is taken per u.
+    ∫_p^∞ φ r^a ≤ 2^{max(a−1, 0)}[(1−q)^a Φ̄(p/σ) + q^a e^{a(a−1)/2σ²}Φ̄((p−a)/σ)], or
+    (1 + 1/v(p))^a q^a e^{a(a−1)/2σ²}Φ̄((p−a)/σ) (r = q e^t(1 + 1/v), v increasing), with
+    L = 1/σ² (normal tails bounded by :func:`_log_upper_tail`). Of a few y < πσ²
+    (:data:`_Y_OVER_SIGMA`) the one that gives the largest limit is taken.
 
     Where the tilted mass sits at small ρ = ℓ'σ² (few sampled steps: the loss's near-zero
     mode) this lets the rule reach |u| far beyond the uniform criterion's 2πσ²/h_x, which
@@ -318,7 +320,8 @@ def _aliasing_limit(q, sigma, a, x, ell, t, ga, m, hx):
     sampled = a * jnp.log(q) + a * (a - 1.0) / (2.0 * sigma**2) + _log_upper_tail((pe - a) / sigma)
     split = jnp.maximum(a - 1.0, 0.0) * np.log(2.0) + jnp.logaddexp(
         a * log1mq + _log_upper_tail(pe / sigma), sampled)
-    log_v_end = log_beta[..., 0] + (2.0 * pe - 1.0) / (2.0 * sigma**2)
+    log_beta_true = jnp.where(q < 1.0, jnp.log(q) - log1mq, jnp.inf)  # (not capped at q = 1/2)
+    log_v_end = log_beta_true + (2.0 * pe - 1.0) / (2.0 * sigma**2)
     far = jnp.minimum(split, sampled + a * jnp.logaddexp(0.0, -log_v_end))
     log_w.append(far[..., None] - m)
     slopes.append(jnp.broadcast_to(1.0 / se**2, far.shape + (1,)))
