@@ -58,9 +58,13 @@ def log_r(x, q, sigma):
     small = jnp.abs(t) < 1.0
     t_small = jnp.where(small, t, 0.0)
     low = jnp.log1p(q * jnp.expm1(t_small))
-    log1mq = jnp.where(q < 1.0, jnp.log1p(-jnp.where(q < 1.0, q, 0.0)), -jnp.inf)
-    high = jnp.logaddexp(log1mq, jnp.log(q) + t)
+    high = jnp.logaddexp(_log_one_minus(q), jnp.log(q) + t)
     return jnp.where(small, low, high), t
+
+
+def _log_one_minus(q):
+    """log(1 − q), −inf at q = 1 (safe for gradients there)."""
+    return jnp.where(q < 1.0, jnp.log1p(-jnp.where(q < 1.0, q, 0.0)), -jnp.inf)
 
 
 def exponent(c, d):
@@ -283,8 +287,9 @@ def _aliasing_limit(q, sigma, a, x, ell, t, ga, m, hx):
       ``B``: the largest |u| at which the bound holds (it grows with |u|); −1 where none.
     """
     nx = x.shape[-1]
-    log_beta = jnp.log(q) - jnp.log1p(-jnp.minimum(q, 0.5))  # q ≥ 1/2: slope 1/σ² anyway
-    log_beta = jnp.where(q < 0.5, log_beta, jnp.inf)[..., None]
+    log1mq = _log_one_minus(q)
+    log_beta_true = jnp.where(q < 1.0, jnp.log(q) - log1mq, jnp.inf)  # v = e^{log β + t}
+    log_beta = jnp.where(q < 0.5, log_beta_true, jnp.inf)[..., None]  # slopes: 1/σ² at q ≥ 1/2
     se = sigma[..., None]
     # window: groups of consecutive nodes, mass Σ e^{g−m}, slope at the node after the group's
     # last (its cell reaches half a step beyond it; the last group's: half a step beyond hi)
@@ -316,11 +321,9 @@ def _aliasing_limit(q, sigma, a, x, ell, t, ga, m, hx):
     # beyond: closed form, slope 1/σ²; r = q e^t (1 + 1/v) ≤ q e^t (1 + 1/v(p)) for x ≥ p, or
     # r^a ≤ 2^{max(a−1, 0)}((1−q)^a + q^a e^{at}), whichever is smaller
     pe = p[..., -1]
-    log1mq = jnp.where(q < 1.0, jnp.log1p(-jnp.where(q < 1.0, q, 0.0)), -jnp.inf)
     sampled = a * jnp.log(q) + a * (a - 1.0) / (2.0 * sigma**2) + _log_upper_tail((pe - a) / sigma)
     split = jnp.maximum(a - 1.0, 0.0) * np.log(2.0) + jnp.logaddexp(
         a * log1mq + _log_upper_tail(pe / sigma), sampled)
-    log_beta_true = jnp.where(q < 1.0, jnp.log(q) - log1mq, jnp.inf)  # (not capped at q = 1/2)
     log_v_end = log_beta_true + (2.0 * pe - 1.0) / (2.0 * sigma**2)
     far = jnp.minimum(split, sampled + a * jnp.logaddexp(0.0, -log_v_end))
     log_w.append(far[..., None] - m)
@@ -347,7 +350,7 @@ def _resolved_remove(q, sigma, c, d, x, ell, t, ga, m, hx, u):
     return (jnp.abs(sg(u)) <= limit[..., None]) & remove[..., None]
 
 
-def _finish(fine, coarse, ell, ga, m, mag, hx, sigma, u, resolved_too=None):
+def _finish(fine, coarse, ell, ga, m, mag, hx, sigma, u, resolved_too):
     """log M from the sums, and its relative error estimate (see the module docstring)."""
     absfine = jnp.maximum(jnp.abs(fine), 1e-300)
     eta_c = jnp.abs(fine - coarse) / absfine
@@ -357,9 +360,7 @@ def _finish(fine, coarse, ell, ga, m, mag, hx, sigma, u, resolved_too=None):
     umax = jnp.abs(u) * jnp.max(jnp.abs(ell), axis=-1, keepdims=True)
     eta_round = _EPS * (16.0 + umax + spread) * amp
     resolved = (hx[..., None] * (jnp.abs(u) / sigma[..., None] ** 2 + _RESOLVE / sigma[..., None])
-                <= 2 * jnp.pi)
-    if resolved_too is not None:
-        resolved = resolved | resolved_too
+                <= 2 * jnp.pi) | resolved_too
     log_m = m + jnp.log(jnp.where(absfine > 1e-300, fine, 1.0))  # safe for gradients
     log_m = jnp.where(absfine > 1e-300, log_m, -jnp.inf)
     return log_m, jnp.where(resolved, eta_disc + eta_round, jnp.inf)

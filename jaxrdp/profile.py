@@ -544,7 +544,8 @@ def _log_delta(line: _Line, eps, nodes: _Nodes | None = None, with_search_slope:
 
     ``nodes``: :func:`_nodes` of ``line`` (computed here if not given). Per ε the nodes' phases
     e^{−i u_k ε} (u_k = k·h) come by blocks (:func:`jaxrdp._complex_moments.equispaced_phases`,
-    their rounding within the eps·|z|ε of the rounding term).
+    their rounding within the eps·|z|ε of the rounding term). ``with_search_slope``: also
+    d log δ_up/dε with the error bound held fixed (defined where the estimate is not positive).
     """
     nodes = _nodes(line) if nodes is None else nodes
     n_u = line.u.shape[-1]
