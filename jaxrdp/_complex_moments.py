@@ -341,16 +341,29 @@ def _aliasing_limit(q, sigma, a, x, ell, t, ga, m, hx):
     return jnp.max(jnp.min(u_shell, axis=-1), axis=-1)
 
 
-def _resolved_remove(q, sigma, c, d, x, ell, t, ga, m, hx, u):
-    """:func:`_aliasing_limit` ≥ |u| for the remove direction (d > 0), False for add."""
-    sg = jax.lax.stop_gradient
+def aliasing_limit(q, sigma, c, d, nx: int):
+    """The largest |u| at which the x-rule of ``nx`` nodes is trusted by :func:`_aliasing_limit`.
+
+    For the remove direction (d > 0); −1 for add (the uniform criterion alone). Computed once
+    per line and handed to :func:`log_moment_uniform_line` and :func:`log_moment_line` (the
+    line's nodes and its check points share one x-grid). No derivative.
+
+    Args:
+      q, sigma, c, d: broadcastable to a batch shape ``B``.
+      nx: number of x-nodes (static).
+
+    Returns:
+      ``B``.
+    """
+    q, sigma, c, d = (jax.lax.stop_gradient(v) for v in jnp.broadcast_arrays(q, sigma, c, d))
+    ell, t, ga, hx, x = _log_terms(q, sigma, c, d, nx)
+    m, _ = _scaled(ga)
     remove = d > 0
     a = jnp.where(remove, exponent(c, d), 1.0)
-    limit = _aliasing_limit(*(sg(v) for v in (q, sigma, a, x, ell, t, ga, m, hx)))
-    return (jnp.abs(sg(u)) <= limit[..., None]) & remove[..., None]
+    return jnp.where(remove, _aliasing_limit(q, sigma, a, x, ell, t, ga, m, hx), -1.0)
 
 
-def _finish(fine, coarse, ell, ga, m, mag, hx, sigma, u, resolved_too):
+def _finish(fine, coarse, ell, ga, m, mag, hx, sigma, u, limit):
     """log M from the sums, and its relative error estimate (see the module docstring)."""
     absfine = jnp.maximum(jnp.abs(fine), 1e-300)
     eta_c = jnp.abs(fine - coarse) / absfine
@@ -360,47 +373,51 @@ def _finish(fine, coarse, ell, ga, m, mag, hx, sigma, u, resolved_too):
     umax = jnp.abs(u) * jnp.max(jnp.abs(ell), axis=-1, keepdims=True)
     eta_round = _EPS * (16.0 + umax + spread) * amp
     resolved = (hx[..., None] * (jnp.abs(u) / sigma[..., None] ** 2 + _RESOLVE / sigma[..., None])
-                <= 2 * jnp.pi) | resolved_too
+                <= 2 * jnp.pi) | (jnp.abs(u) <= limit[..., None])
     log_m = m + jnp.log(jnp.where(absfine > 1e-300, fine, 1.0))  # safe for gradients
     log_m = jnp.where(absfine > 1e-300, log_m, -jnp.inf)
     return log_m, jnp.where(resolved, eta_disc + eta_round, jnp.inf)
 
 
-def log_moment_line(q, sigma, c, d, u, nx: int):
+def log_moment_line(q, sigma, c, d, u, nx: int, limit=None):
     """log M(c + iu) and its relative error estimate.
 
     Args:
       q, sigma, c, d: broadcastable to a batch shape ``B`` (c > 0; d = ±1, the direction).
       u: shape ``B + (N,)``.
       nx: number of x-nodes (static, odd is best for the nested estimate).
+      limit: ``B``, :func:`aliasing_limit` of the same arguments (computed if None).
 
     Returns:
       ``(log_m, eta)``: complex log M (principal branch) and relative error bound estimate,
       both of shape ``B + (N,)``.
     """
-    ell, t, ga, hx, x = _log_terms(q, sigma, c, d, nx)
-    q, sigma, c, d = jnp.broadcast_arrays(q, sigma, c, d)
+    if limit is None:
+        limit = aliasing_limit(q, sigma, c, d, nx)
+    ell, _, ga, hx, _ = _log_terms(q, sigma, c, d, nx)
+    sigma, d = (jnp.broadcast_to(v, ell.shape[:-1]) for v in (sigma, d))
     m, mag = _scaled(ga)
     fine, coarse = _line_sums(ell, mag, d, u)
-    return _finish(fine, coarse, ell, ga, m, mag, hx, sigma, u,
-                   _resolved_remove(q, sigma, c, d, x, ell, t, ga, m, hx, u))
+    return _finish(fine, coarse, ell, ga, m, mag, hx, sigma, u, limit)
 
 
-def log_moment_uniform_line(q, sigma, c, d, h, n: int, nx: int):
+def log_moment_uniform_line(q, sigma, c, d, h, n: int, nx: int, limit=None):
     """:func:`log_moment_line` at the equispaced points u_k = k·h, k < n, by blocks.
 
     Args:
       q, sigma, c, d, h: broadcastable to a batch shape ``B`` (h > 0, the step on the line).
       n: number of points (static).
       nx: number of x-nodes (static).
+      limit: ``B``, :func:`aliasing_limit` of the same arguments (computed if None).
 
     Returns:
       ``(log_m, eta)`` of shape ``B + (n,)``, as :func:`log_moment_line` at u = k·h.
     """
-    ell, t, ga, hx, x = _log_terms(q, sigma, c, d, nx)
-    q, sigma, c, d, h = (jnp.broadcast_to(v, ell.shape[:-1]) for v in (q, sigma, c, d, h))
+    if limit is None:
+        limit = aliasing_limit(q, sigma, c, d, nx)
+    ell, _, ga, hx, _ = _log_terms(q, sigma, c, d, nx)
+    sigma, d, h = (jnp.broadcast_to(v, ell.shape[:-1]) for v in (sigma, d, h))
     m, mag = _scaled(ga)
     fine, coarse = _uniform_line_sums(ell, mag, d, h, n)
     u = h[..., None] * jnp.arange(n, dtype=ell.dtype)
-    return _finish(fine, coarse, ell, ga, m, mag, hx, sigma, u,
-                   _resolved_remove(q, sigma, c, d, x, ell, t, ga, m, hx, u))
+    return _finish(fine, coarse, ell, ga, m, mag, hx, sigma, u, limit)

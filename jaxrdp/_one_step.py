@@ -49,13 +49,6 @@ def _mills_parts(x):
     return 1.0 / (x + tail), tail
 
 
-def _gauss_legendre(f, lo, hi, rule):
-    nodes, weights = (jnp.asarray(v) for v in rule)
-    half = 0.5 * (hi - lo)
-    x = (lo + half)[..., None] + half[..., None] * nodes
-    return half * jnp.sum(weights * f(x), axis=-1)
-
-
 def _log_gaussian_delta(s, sigma, ds):
     """log δ_G(s) and a relative error bound (s ≥ 0, σ > 0; ``ds`` bounds the error of s)."""
     a = sigma * s - 0.5 / sigma
@@ -74,17 +67,18 @@ def _log_gaussian_delta(s, sigma, ds):
     mills = a >= _MILLS_FROM
     am = jnp.where(mills, a, _MILLS_FROM)
     bm = am + 1.0 / sigma
-
-    def w(x):
-        r, k = _mills_parts(x)
-        return k * r
-
-    i16 = _gauss_legendre(w, am, bm, _GL16)
-    i8 = _gauss_legendre(w, am, bm, _GL8)
+    # w = K·R at both rules' nodes on [A, B] and R at B: one continued fraction for all
+    half = 0.5 * (bm - am)
+    nodes = jnp.concatenate([_GL16[0], _GL8[0]])
+    x = jnp.concatenate([(am + half)[..., None] + half[..., None] * nodes, bm[..., None]], -1)
+    r, k = _mills_parts(x)
+    w = k * r
+    i16 = half * jnp.sum(_GL16[1] * w[..., :16], axis=-1)
+    i8 = half * jnp.sum(_GL8[1] * w[..., 16:24], axis=-1)
     rel_q = jnp.abs(i16 - i8) / i16
     log_mills = -0.5 * am * am - _LOG_SQRT_2PI + jnp.log(i16)
     eta_mills = 10.0 * rel_q**2 + _ULPS * _EPS * (1.0 + 0.5 * am * am)
-    slope_mills = _mills_parts(bm)[0] / i16  # R(B)/∫w
+    slope_mills = r[..., 24] / i16  # R(B)/∫w
     log_g = jnp.where(mills, log_mills, log_direct)
     eta = jnp.where(mills, eta_mills, eta_direct)
     slope = jnp.where(mills, slope_mills, slope_direct)
@@ -106,8 +100,6 @@ def log_delta(q, sigma, eps):
     s_r = jnp.where(big, e_big - log_q + jnp.log1p(-(1.0 - q) * jnp.exp(-e_big)),
                     jnp.log1p(jnp.expm1(e_small) / q))
     ds_r = 4.0 * _EPS * (s_r + jnp.where(big, jnp.abs(log_q) + 1.0, 0.0))
-    lg_r, eta_r = _log_gaussian_delta(s_r, sigma, ds_r)
-    log_rem = log_q + lg_r
     # add: c = q − (1 − e^{−ε}), open where c > 0. From q = 1/2 on, 1 − q is exact and
     # c = e^{−ε}(1 − r), r = (1 − q)e^ε, is kept in logs: the sum q + expm1(−ε) cancels as
     # q → 1, and e^{−ε} underflows beyond ε ≈ 745 while q = 1 (r = 0) keeps c > 0. (For
@@ -128,7 +120,11 @@ def log_delta(q, sigma, eps):
     eta_c = jnp.where(half, eta_c_half, eta_c_low)  # relative error of c
     s_a = log_q + eps - log_ec  # log(q/c)
     ds_a = eta_c + 4.0 * _EPS * (jnp.abs(s_a) + eps + jnp.abs(log_q))
-    lg_a, eta_a = _log_gaussian_delta(s_a, sigma, ds_a)
+    # both directions' δ_G in one evaluation (one copy of the continued fraction)
+    lg, eta_g = _log_gaussian_delta(jnp.stack(jnp.broadcast_arrays(s_r, s_a)), sigma,
+                                    jnp.stack(jnp.broadcast_arrays(ds_r, ds_a)))
+    (lg_r, lg_a), (eta_r, eta_a) = lg, eta_g
+    log_rem = log_q + lg_r
     log_add = jnp.where(open_, log_ec + lg_a, -jnp.inf)
     eta_add = jnp.where(open_, eta_a + eta_c + 4.0 * _EPS * eps, 0.0)
     return log_rem, log_add, jnp.maximum(eta_r, eta_add)
@@ -162,29 +158,30 @@ def epsilon(q, sigma, log_delta_target, eps_hi):
     """
     q, sigma, log_delta_target, eps_hi = jnp.broadcast_arrays(q, sigma, log_delta_target,
                                                                eps_hi)
-
-    def root(which):  # (root, at the floor, feasible at ε_hi, feasible at 0)
-        def below(e):  # the chosen bound of δ(e) is within the target
-            return _log_delta_bounds(q, sigma, e)[which] <= log_delta_target
-
-        hi = jnp.log(eps_hi)
-        lo = hi - _SPAN
-
-        def body(_, bracket):
-            lo, hi = bracket
-            mid = 0.5 * (lo + hi)
-            ok = below(jnp.exp(mid))
-            return jnp.where(ok, lo, mid), jnp.where(ok, mid, hi)
-
-        lo, hi = jax.lax.fori_loop(0, _BISECTIONS, body, (lo, hi))
-        floor = below(eps_hi * np.exp(-_SPAN))
-        return jnp.exp(hi), floor, below(eps_hi), below(jnp.zeros_like(eps_hi))
-
     sg = jax.lax.stop_gradient
     q_in, sigma_in = q, sigma
     q, sigma, log_delta_target, eps_hi = (sg(v) for v in (q, sigma, log_delta_target, eps_hi))
-    eps_up, floor_up, ok, zero_up = root(0)
-    eps_low, floor_low, _, zero_low = root(1)
+
+    def below(e):  # (2, …) + e's shape: the upper and the lower bound of δ(e) within the target
+        return jnp.stack(_log_delta_bounds(q, sigma, e)[:2]) <= log_delta_target
+
+    # both roots (of the upper and of the lower bound) in one bisection on log ε, each
+    # evaluation of δ shared by both: every bound of δ is one copy of its program
+    hi = jnp.broadcast_to(jnp.log(eps_hi), (2,) + eps_hi.shape)
+    lo = hi - _SPAN
+    pick = np.arange(2)
+
+    def body(_, bracket):
+        lo, hi = bracket
+        mid = 0.5 * (lo + hi)
+        ok = below(jnp.exp(mid))[pick, pick]  # upper bound at the first, lower at the second
+        return jnp.where(ok, lo, mid), jnp.where(ok, mid, hi)
+
+    _, hi = jax.lax.fori_loop(0, _BISECTIONS, body, (lo, hi))
+    # at the floor ε_hi·e^−42, at ε_hi and at 0
+    (floor_up, ok, zero_up), (floor_low, _, zero_low) = below(
+        jnp.stack([eps_hi * np.exp(-_SPAN), eps_hi, jnp.zeros_like(eps_hi)]))
+    eps_up, eps_low = jnp.exp(hi)
     eps = jnp.where(zero_up, 0.0, jnp.where(floor_up, eps_hi * np.exp(-_SPAN), eps_up))
     # the true ε is at least the root of the lower bound (0 where that holds at 0)
     lower = jnp.where(zero_low, 0.0, jnp.where(floor_low, 0.0, eps_low))
@@ -193,9 +190,9 @@ def epsilon(q, sigma, log_delta_target, eps_hi):
     # dε = −d log δ / (∂ log δ/∂ε) at the root
     inner = (eps > 0) & ~floor_up
     e_safe = jnp.where(inner, eps, 1.0)
-    log_d = _log_delta_bounds(q_in, sigma_in, e_safe)[0]
-    _, slope = jax.jvp(lambda e: _log_delta_bounds(q, sigma, e)[0], (e_safe,),
-                       (jnp.ones_like(e_safe),))
+    log_d, slope = jax.jvp(lambda e: _log_delta_bounds(q_in, sigma_in, e)[0], (e_safe,),
+                           (jnp.ones_like(e_safe),))
+    slope = sg(slope)
     usable = inner & (slope < 0)
     corr = (log_d - sg(log_d)) / jnp.where(usable, slope, -1.0)
     return eps - jnp.where(usable, corr, 0.0), rel, ok

@@ -366,7 +366,10 @@ def _line(q, s, t, c, eps, nx, nu, narrow=False):
     pick = lambda v: jnp.take_along_axis(v, best, axis=-1)[..., 0]
     u = h[..., None] * jnp.arange(nu, dtype=c.dtype)
     d = _DIRS.reshape(2, 1, 1)
-    log_m, eta = cm.log_moment_uniform_line(q[None], s[None], c[..., None], d, h[..., None], nu, nx)
+    # the aliasing limit of the x-rule, shared by the line's nodes and its check points
+    limit = cm.aliasing_limit(qs[None], ss[None], c[..., None], d, nx)
+    log_m, eta = cm.log_moment_uniform_line(q[None], s[None], c[..., None], d, h[..., None], nu, nx,
+                                            limit)
     tt = t[None, :, :, None]
     line = _Line(
         c=c, h=h, a=pick(ac), log_mt=jnp.sum(tt * log_m, axis=2),
@@ -376,7 +379,8 @@ def _line(q, s, t, c, eps, nx, nu, narrow=False):
     )
     # bounds on |M_i(c+iu)|/M_i(c) at check points beyond H: computed value·(1 + η)
     uc = (h * nu)[..., None] * jnp.asarray(_TAIL_RATIO ** np.arange(_CHECK_PIECES + 1), h.dtype)
-    log_mc, eta_c = cm.log_moment_line(qs[None], ss[None], c[..., None], d, uc[:, :, None, :], nx)
+    log_mc, eta_c = cm.log_moment_line(qs[None], ss[None], c[..., None], d, uc[:, :, None, :], nx,
+                                       limit)
     check = jnp.where(eta_c < 1.0, jnp.exp(jnp.real(log_mc) - kap_seg[..., None]) * (1.0 + eta_c),
                       1.0)
     line = line._replace(check=sg(jnp.minimum(check, 1.0)))
