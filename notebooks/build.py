@@ -66,8 +66,9 @@ def kernel_env(inline_figures: bool = True) -> dict[str, str]:
 def execute(nb: nbformat.NotebookNode, inline_figures: bool = True) -> nbformat.NotebookNode:
     """Run every cell of ``nb`` in place (raises ``CellExecutionError`` on the first error)."""
     saved = dict(os.environ)
+    env = kernel_env(inline_figures)  # (read before the environment is cleared)
     os.environ.clear()
-    os.environ.update(kernel_env(inline_figures))  # the kernel inherits this process's environment
+    os.environ.update(env)  # the kernel inherits this process's environment
     try:
         nbclient.NotebookClient(
             nb,
