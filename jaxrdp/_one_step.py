@@ -38,6 +38,9 @@ _CF_TERMS = 64  # Laplace's continued fraction: below 1e-17 relative for x ≥ 4
 _LOG_SQRT_2PI = 0.5 * np.log(2.0 * np.pi)
 _GL16 = np.polynomial.legendre.leggauss(16)
 _GL8 = np.polynomial.legendre.leggauss(8)
+#: both rules' nodes on [−1, 1], the 16-point rule's first (one continued fraction for all)
+_GL_NODES = np.concatenate([_GL16[0], _GL8[0]])
+_N16 = _GL16[0].size
 
 
 def _mills_parts(x):
@@ -69,16 +72,15 @@ def _log_gaussian_delta(s, sigma, ds):
     bm = am + 1.0 / sigma
     # w = K·R at both rules' nodes on [A, B] and R at B: one continued fraction for all
     half = 0.5 * (bm - am)
-    nodes = jnp.concatenate([_GL16[0], _GL8[0]])
-    x = jnp.concatenate([(am + half)[..., None] + half[..., None] * nodes, bm[..., None]], -1)
+    x = jnp.concatenate([(am + half)[..., None] + half[..., None] * _GL_NODES, bm[..., None]], -1)
     r, k = _mills_parts(x)
-    w = k * r
-    i16 = half * jnp.sum(_GL16[1] * w[..., :16], axis=-1)
-    i8 = half * jnp.sum(_GL8[1] * w[..., 16:24], axis=-1)
+    w = k[..., :-1] * r[..., :-1]
+    i16 = half * jnp.sum(_GL16[1] * w[..., :_N16], axis=-1)
+    i8 = half * jnp.sum(_GL8[1] * w[..., _N16:], axis=-1)
     rel_q = jnp.abs(i16 - i8) / i16
     log_mills = -0.5 * am * am - _LOG_SQRT_2PI + jnp.log(i16)
     eta_mills = 10.0 * rel_q**2 + _ULPS * _EPS * (1.0 + 0.5 * am * am)
-    slope_mills = r[..., 24] / i16  # R(B)/∫w
+    slope_mills = r[..., -1] / i16  # R(B)/∫w
     log_g = jnp.where(mills, log_mills, log_direct)
     eta = jnp.where(mills, eta_mills, eta_direct)
     slope = jnp.where(mills, slope_mills, slope_direct)
