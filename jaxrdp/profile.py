@@ -413,7 +413,10 @@ def _split_bound(line: _Line, u, u_hi=None):
     quartic = _quartic(a, g, lo)
     if u_hi is not None:
         quartic = jnp.maximum(quartic, _quartic(a, g, u_hi[..., None]))
-    return jnp.min(w * quartic + jnp.minimum(1.0 - w, v / lo), axis=-1)
+    # at u = 0 the integration by parts bounds nothing (v/0): the right part's mass 1 − w
+    # (v/0 was NaN where v underflowed to 0)
+    tv = jnp.where(lo > 0, v / jnp.where(lo > 0, lo, 1.0), jnp.inf)
+    return jnp.min(w * quartic + jnp.minimum(1.0 - w, tv), axis=-1)
 
 
 def _log_envelope(line: _Line, u):
@@ -499,6 +502,11 @@ def _log_tail(line: _Line):
     return jnp.minimum(composite, _log_pieces(line, big_h, line.check))
 
 
+#: the fields of :class:`_Line` that :func:`_nodes` and :func:`_log_delta` read
+_LOG_DELTA_FIELDS = ("c", "h", "a", "log_mt", "eta_t", "abs_logm", "kap", "kap_m", "kap_p", "u",
+                     "log_env", "log_tail")
+
+
 class _Nodes(NamedTuple):
     """The parts of the line's integrand that do not depend on ε, per direction and run.
 
@@ -541,6 +549,26 @@ def _nodes(line: _Line) -> _Nodes:
     return _Nodes(p0=p0, g=g, zg=z * g, mom=jnp.sum(wts * jnp.minimum(kept, dropped), axis=-1),
                   rnd0=jnp.sum(rnd * (line.abs_logm + 10.0), axis=-1),
                   rnd1=jnp.sum(rnd * jnp.abs(z), axis=-1))
+
+
+def _finite_line(line: _Line, live) -> _Line:
+    """``line`` on the lanes ``live`` ``(2, n)``; elsewhere a finite stand-in (c = h = 1,
+    a = 1/2, log M^T = −10³⁰, zeros).
+
+    For the lanes whose :func:`_log_delta` is discarded: its value and its derivatives stay
+    finite there, so that their zero cotangent meets no 0·∞ on the way back. Such a lane's
+    line can be anything: the add direction's, beyond its largest loss, at a saddle c in the
+    thousands, was finite or not depending on how XLA fused the program (NaN in ε on an
+    H200 for 0.5% of the benchmark's runs, and on CPU at a batch of 2 runs, not of 8).
+    """
+    stand_in = {"c": 1.0, "h": 1.0, "a": 0.5, "log_mt": -1e30}
+
+    def fix(name):
+        value = getattr(line, name)
+        keep = live.reshape(live.shape + (1,) * (value.ndim - 2))
+        return jnp.where(keep, value, jnp.asarray(stand_in.get(name, 0.0), value.dtype))
+
+    return line._replace(**{name: fix(name) for name in _LOG_DELTA_FIELDS})
 
 
 def _log_delta(line: _Line, eps, nodes: _Nodes | None = None, with_search_slope: bool = False):
@@ -616,9 +644,11 @@ def _delta_chunk(q, s, t, eps, nx, nu, c_scale=1.0, narrow=False):
     e = jnp.where(active, eps, 1.0)
     c = c_scale * _saddle(*(jax.lax.stop_gradient(v) for v in (q, s, t, e)))
     line = _line(q, s, t, c, jnp.broadcast_to(e, c.shape), nx, nu, narrow)
-    log_up, rel, _ = _log_delta(line, jnp.broadcast_to(e[:, None], (2,) + e.shape + (1,)))
-    log_up, rel = log_up[..., 0], rel[..., 0]
     impossible = e >= _add_loss_max(q, t)
+    live = active[None] & ((_DIRS[:, None] > 0) | ~impossible[None])
+    log_up, rel, _ = _log_delta(_finite_line(line, live),
+                                jnp.broadcast_to(e[:, None], (2,) + e.shape + (1,)))
+    log_up, rel = log_up[..., 0], rel[..., 0]
     la = jnp.where(impossible, -jnp.inf, log_up[1])
     rel = _rel_of_max(jnp.stack([log_up[0], la]),
                       jnp.stack([rel[0], jnp.where(impossible, 0.0, rel[1])]))
@@ -693,12 +723,15 @@ def _epsilon_chunk(q, s, t, log_delta, eps_rdp, nx, nu, c_scale=1.0, narrow=Fals
     dld = jnp.take_along_axis(slope_c, jnp.argmax(up_c, axis=0)[None], axis=0)[0]  # binding
     # implicit-function gradient in q and σ (value unchanged)
     e_fixed = sg(jnp.where(found, eps_out, 1.0))
-    # lanes without a verified ε (and moments that vanished) get a finite stand-in, so that
-    # their zero cotangent meets no 0·∞ on the way back
-    usable = (found & active)[None, :, None] & jnp.isfinite(line.log_mt)
-    line = line._replace(log_mt=jnp.where(usable, line.log_mt, -1e30))
-    ld = jnp.max(_log_delta(line, jnp.broadcast_to(e_fixed[None, :, None], (2,) + e_fixed.shape
-                                                     + (1,)))[0][..., 0], axis=0)
+    # only the directions that can bind at the verified ε enter: the add direction is exactly
+    # zero from its largest loss on (its line is never looked at there, by the search either)
+    live = (found & active)[None] & ((_DIRS[:, None] > 0) | (e_fixed < lmax)[None])
+    line = _finite_line(line, live)
+    # and moments that vanished (nodes the bound drops) a finite stand-in too: this value
+    # cancels, only its derivatives count
+    line = line._replace(log_mt=jnp.where(jnp.isfinite(line.log_mt), line.log_mt, -1e30))
+    ld = _log_delta(line, jnp.broadcast_to(e_fixed[None, :, None], (2,) + e_fixed.shape + (1,)))[0]
+    ld = jnp.max(jnp.where(live, ld[..., 0], -jnp.inf), axis=0)
     corr = (ld - sg(ld)) / jnp.where(dld < 0, sg(dld), -1.0)
     eps_out = eps_out - jnp.where(found, corr, 0.0)
     return (jnp.where(active, eps_out, jnp.inf), jnp.where(active & found, rel_e, jnp.inf))

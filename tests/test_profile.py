@@ -418,6 +418,78 @@ def test_single_step_gradient_and_jit():
         assert float(jax.jit(eps)(0.002795, 0.76)) == float(eps(0.002795, 0.76))
 
 
+def test_split_bound_at_zero_frequency_is_the_mass_bound():
+    """At u = 0 the split term v/u bounds nothing: the bound is w·Q(0) + (1 − w) = 1 at every
+    split point, also where v underflowed to 0 (v/0 was NaN there, and so the line's error
+    term: ε fell back to RDP, or was NaN, in 0.5% of the benchmark's runs on an H200). At
+    u = 10, with α = 1e-3, γ = 0: Q = √(1 − 2αu² + α²u⁴) = 0.9, and the bound is
+    min(0.3·Q + min(0.7, 0/10), 0.9·Q + min(0.1, 2/10)) = 0.27."""
+    with jax.enable_x64(True):
+        import jax.numpy as jnp
+        split = lambda *v: jnp.array(v).reshape(1, 1, 1, 2)  # (directions, runs, segments, K)
+        fields = dict.fromkeys(profile._Line._fields)
+        fields.update(w=split(0.3, 0.9), log_v=split(-np.inf, np.log(2.0)),
+                      alpha_l=split(1e-3, 1e-3), gamma_l=split(0.0, 0.0))
+        u = jnp.array([0.0, 10.0]).reshape(1, 1, 2, 1)
+        bound = np.asarray(profile._split_bound(profile._Line(**fields), u)).ravel()
+    np.testing.assert_allclose(bound, [1.0, 0.27], rtol=1e-14)
+
+
+# two few-sampled runs (q·T = 0.011 and 0.22): their ε lies beyond the add direction's
+# largest loss, where δ_add = 0 exactly and the add line (at a saddle c of 3 077 and 244) is
+# never used
+_FEW_SAMPLED = (np.array([[0.002795], [0.001507]]), np.array([[0.76], [1.08]]),
+                np.array([[4.0], [143.0]]))
+
+
+def test_epsilon_chunk_does_not_depend_on_the_batch():
+    """The first tier's ε of the two runs in a batch of two (where XLA's fusion turned the
+    add line's u = 0 envelope into NaN, and so ε) equals their ε in a batch of eight."""
+    with jax.enable_x64(True):
+        log_delta, rdp = np.log(np.full(2, 1e-5)), np.array([1.39, 3.0])
+        two = profile._epsilon_chunk(*_FEW_SAMPLED, log_delta, rdp, *profile.TIERS[0])[0]
+        pick = np.array([0, 1, 1, 1, 1, 1, 1, 0])
+        eight = profile._epsilon_chunk(*(v[pick] for v in _FEW_SAMPLED), log_delta[pick],
+                                       rdp[pick], *profile.TIERS[0])[0]
+    assert np.all(np.isfinite(two))
+    np.testing.assert_allclose(np.asarray(two), np.asarray(eight)[:2], rtol=1e-12)
+
+
+def test_a_direction_that_cannot_bind_reaches_neither_value_nor_gradient(monkeypatch):
+    """Beyond the add direction's largest loss its line is never looked at, whatever it holds:
+    with every field of the add line NaN but its moments (XLA's fusion once left one of them
+    NaN), ε and δ of the two few-sampled runs and their derivatives in q and σ are finite and
+    those of the intact line."""
+    nan_fields = [f for f in profile._LOG_DELTA_FIELDS if f != "log_mt"]
+    real_line = profile._line
+
+    def nan_add_line(*args, **kwargs):
+        line = real_line(*args, **kwargs)
+        return line._replace(**{f: getattr(line, f).at[1].set(np.nan) for f in nan_fields})
+
+    def evaluate(line_fn):
+        monkeypatch.setattr(profile, "_line", line_fn)
+        t = _FEW_SAMPLED[2]
+        eps = lambda q, s: profile._epsilon_chunk.__wrapped__(  # noqa: E731
+            q, s, t, np.log(np.full(2, 1e-5)), np.array([1.39, 3.0]), *profile.TIERS[0])[0]
+        log_delta = lambda q, s: profile._delta_chunk.__wrapped__(  # noqa: E731
+            q, s, t, np.array([1.0, 0.5]), *profile.TIERS[0])[0]
+        out = []
+        for fn in (eps, log_delta):  # a fresh function each time: a trace of its own
+            total = lambda q, s, fn=fn: (fn(q, s).sum(), fn(q, s))  # noqa: E731
+            (_, value), grads = jax.jit(jax.value_and_grad(total, (0, 1), has_aux=True))(
+                *_FEW_SAMPLED[:2])
+            out += [np.asarray(value), *(np.asarray(g).ravel() for g in grads)]
+        return out
+
+    with jax.enable_x64(True):
+        intact = evaluate(real_line)
+        broken = evaluate(nan_add_line)
+    for x, y in zip(intact, broken):
+        assert np.all(np.isfinite(x)) and np.all(np.isfinite(y))
+        np.testing.assert_allclose(y, x, rtol=1e-12)  # measured 1.6e-13 (another program)
+
+
 def test_few_runs_still_try_the_cheap_steps():
     """q = 0.0028, σ = 0.76, T = 4 (q·T = 0.011): a call of at most 8 runs starts its
     escalation at the c/2 line of TIERS[2], where this run is not settled; the cheap steps
