@@ -719,7 +719,9 @@ def _epsilon_chunk(q, s, t, log_delta, eps_rdp, nx, nu, c_scale=1.0, narrow=Fals
     rel_c, up_c, slope_c = pick2(rel), pick2(log_up), pick2(slope)
     log_lower = up_c + jnp.log(jnp.maximum((1.0 - rel_c) / (1.0 + rel_c), 1e-300))
     gap = (log_delta[None] - log_lower) / jnp.maximum(-slope_c, 1e-300)
-    rel_e = jnp.min(jnp.where(rel_c < 1.0, gap, jnp.inf), axis=0) / jnp.maximum(eps_out, 1e-300)
+    # a direction whose bound is exactly 0 (add, beyond its largest loss) constrains nothing
+    bounds = (rel_c < 1.0) & (up_c > -jnp.inf)
+    rel_e = jnp.min(jnp.where(bounds, gap, jnp.inf), axis=0) / jnp.maximum(eps_out, 1e-300)
     dld = jnp.take_along_axis(slope_c, jnp.argmax(up_c, axis=0)[None], axis=0)[0]  # binding
     # implicit-function gradient in q and σ (value unchanged)
     e_fixed = sg(jnp.where(found, eps_out, 1.0))
@@ -791,7 +793,8 @@ def _escalate(fn, args, rank, steps):
         if not todo.size:
             continue
         new = _chunked(fn, [a[todo] for a in args], step)
-        better = rank(new) < rank([o[todo] for o in out])
+        old = rank([o[todo] for o in out])
+        better = (rank(new) < old) | (np.isnan(old) & ~np.isnan(rank(new)))  # NaN: no result
         for o, v in zip(out, new):
             o[todo[better]] = v[better]
     return out

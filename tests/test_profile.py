@@ -490,6 +490,39 @@ def test_a_direction_that_cannot_bind_reaches_neither_value_nor_gradient(monkeyp
         np.testing.assert_allclose(y, x, rtol=1e-12)  # measured 1.6e-13 (another program)
 
 
+def test_escalation_replaces_a_step_without_a_result():
+    """A run whose step gave NaN (no result; the first steps did for 0.5% of the benchmark's
+    runs on an H200) takes a later step's result. NaN compares false, and was kept before."""
+
+    def step_result(segments, eps, nx, nu, c_scale, narrow):
+        if nx == profile.TIERS[0][0]:
+            return np.full_like(eps, np.nan), np.full_like(eps, np.nan)
+        return eps * (1 + 1e-7), np.full_like(eps, 1e-9)
+
+    steps = [profile._Step(*profile.TIERS[0]), profile._Step(*profile.TIERS[1])]
+    eps, rel = profile._escalate(step_result, [np.ones((3, 1)), np.array([0.5, 1.0, 2.0])],
+                                 lambda r: r[0], steps)
+    np.testing.assert_array_equal(eps, np.array([0.5, 1.0, 2.0]) * (1 + 1e-7))
+    np.testing.assert_array_equal(rel, 1e-9)
+
+
+@pytest.mark.parametrize("q, sigma, delta, pld_optimistic, pld_pessimistic", [
+    (0.06282705456082577, 0.33469106157022394, 9.427984339781573e-11, 29.99137135, 29.99151901),
+    (0.14196289685517022, 0.30719427097064694, 4.933253469224232e-08, 32.64967555, 32.64982557),
+])
+def test_error_bound_of_epsilon_ignores_a_direction_that_is_zero(
+        q, sigma, delta, pld_optimistic, pld_pessimistic):
+    """Three steps, ε ≈ 30, far beyond the add direction's largest loss (0.19 and 0.46), where
+    δ_add = 0 exactly. That direction bounds nothing. It used to enter ε's error bound as
+    ∞/NaN: the bound was NaN and the run PROFILE_LOOSE. Now PROFILE_OK, and within
+    dp_accounting's PLD bracket (1e-4, optimistic and pessimistic with connected dots). In the
+    second case ε is 6.3e-8 above the pessimistic value, inside the tolerance of 1e-6."""
+    with jax.enable_x64(True):
+        res = profile.epsilon(q, sigma, 3, delta)
+    assert int(res.status) == profile.PROFILE_OK
+    assert pld_optimistic < float(res.epsilon) < pld_pessimistic * (1 + 1e-7)
+
+
 def test_few_runs_still_try_the_cheap_steps():
     """q = 0.0028, σ = 0.76, T = 4 (q·T = 0.011): a call of at most 8 runs starts its
     escalation at the c/2 line of TIERS[2], where this run is not settled; the cheap steps
