@@ -407,16 +407,15 @@ def _split_bound(line: _Line, u, u_hi=None):
     its maximum over [u, u_hi] (at an end: it is convex in u²). ``u``, ``u_hi``:
     ``(2, n, m, 1)``; the result ``(2, n, m, S)``.
     """
-    v = jnp.exp(jnp.minimum(line.log_v[:, :, None], 700.0))
+    # v ≥ e^−700 (a larger v only loosens the bound): at u = 0 the split term v/u is then
+    # +∞, so the bound is the right part's mass 1 − w (v/0 was NaN where v underflowed to 0)
+    v = jnp.exp(jnp.clip(line.log_v[:, :, None], -700.0, 700.0))
     a, g, w = line.alpha_l[:, :, None], line.gamma_l[:, :, None], line.w[:, :, None]
     lo = u[..., None]
     quartic = _quartic(a, g, lo)
     if u_hi is not None:
         quartic = jnp.maximum(quartic, _quartic(a, g, u_hi[..., None]))
-    # at u = 0 the integration by parts bounds nothing (v/0): the right part's mass 1 − w
-    # (v/0 was NaN where v underflowed to 0)
-    tv = jnp.where(lo > 0, v / jnp.where(lo > 0, lo, 1.0), jnp.inf)
-    return jnp.min(w * quartic + jnp.minimum(1.0 - w, tv), axis=-1)
+    return jnp.min(w * quartic + jnp.minimum(1.0 - w, v / lo), axis=-1)
 
 
 def _log_envelope(line: _Line, u):

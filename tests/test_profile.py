@@ -423,7 +423,7 @@ def test_split_bound_at_zero_frequency_is_the_mass_bound():
     split point, also where v underflowed to 0 (v/0 was NaN there, and so the line's error
     term: ε fell back to RDP, or was NaN, in 0.5% of the benchmark's runs on an H200). At
     u = 10, with α = 1e-3, γ = 0: Q = √(1 − 2αu² + α²u⁴) = 0.9, and the bound is
-    min(0.3·Q + min(0.7, 0/10), 0.9·Q + min(0.1, 2/10)) = 0.27."""
+    min(0.3·Q + min(0.7, e^−700/10), 0.9·Q + min(0.1, 2/10)) = 0.27 (v is at least e^−700)."""
     with jax.enable_x64(True):
         import jax.numpy as jnp
         split = lambda *v: jnp.array(v).reshape(1, 1, 1, 2)  # (directions, runs, segments, K)
