@@ -792,8 +792,8 @@ def _escalate(fn, args, rank, steps):
         if not todo.size:
             continue
         new = _chunked(fn, [a[todo] for a in args], step)
-        old = rank([o[todo] for o in out])
-        better = (rank(new) < old) | (np.isnan(old) & ~np.isnan(rank(new)))  # NaN: no result
+        old, now = rank([o[todo] for o in out]), rank(new)
+        better = (now < old) | (np.isnan(old) & ~np.isnan(now))  # NaN: no result
         for o, v in zip(out, new):
             o[todo[better]] = v[better]
     return out
