@@ -374,7 +374,11 @@ def _line(q, s, t, c, eps, nx, nu, narrow=False):
     line = _Line(
         c=c, h=h, a=pick(ac), log_mt=jnp.sum(tt * log_m, axis=2),
         eta_t=jnp.sum(tt * jnp.log1p(eta), axis=2), abs_logm=jnp.sum(tt * jnp.abs(log_m), axis=2),
-        kap=kap, kap_m=pick(km), kap_p=pick(kp), alpha=alpha, gamma=gamma, w=w_split, log_v=log_v,
+        kap=kap, kap_m=pick(km), kap_p=pick(kp), alpha=alpha, gamma=gamma, w=w_split,
+        # v ≥ e^−700: a larger v only loosens both bounds it enters. At u = 0 the split term
+        # v/u is then +∞ (the bound: the mass 1 − w), and the tail's closed form stays finite
+        # where w = 0 (v/0 was NaN where v underflowed to 0, and so was the tail at w = v = 0)
+        log_v=jnp.maximum(log_v, -700.0),
         alpha_l=alpha_l, gamma_l=gamma_l, t=t[None], u=u,
     )
     # bounds on |M_i(c+iu)|/M_i(c) at check points beyond H: computed value·(1 + η)
@@ -407,9 +411,7 @@ def _split_bound(line: _Line, u, u_hi=None):
     its maximum over [u, u_hi] (at an end: it is convex in u²). ``u``, ``u_hi``:
     ``(2, n, m, 1)``; the result ``(2, n, m, S)``.
     """
-    # v ≥ e^−700 (a larger v only loosens the bound): at u = 0 the split term v/u is then
-    # +∞, so the bound is the right part's mass 1 − w (v/0 was NaN where v underflowed to 0)
-    v = jnp.exp(jnp.clip(line.log_v[:, :, None], -700.0, 700.0))
+    v = jnp.exp(jnp.minimum(line.log_v[:, :, None], 700.0))
     a, g, w = line.alpha_l[:, :, None], line.gamma_l[:, :, None], line.w[:, :, None]
     lo = u[..., None]
     quartic = _quartic(a, g, lo)

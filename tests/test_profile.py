@@ -418,28 +418,40 @@ def test_single_step_gradient_and_jit():
         assert float(jax.jit(eps)(0.002795, 0.76)) == float(eps(0.002795, 0.76))
 
 
-def test_split_bound_at_zero_frequency_is_the_mass_bound():
-    """At u = 0 the split term v/u bounds nothing: the bound is w·Q(0) + (1 − w) = 1 at every
-    split point, also where v underflowed to 0 (v/0 was NaN there, and so the line's error
-    term: ε fell back to RDP, or was NaN, in 0.5% of the benchmark's runs on an H200). At
-    u = 10, with α = 1e-3, γ = 0: Q = √(1 − 2αu² + α²u⁴) = 0.9, and the bound is
-    min(0.3·Q + min(0.7, e^−700/10), 0.9·Q + min(0.1, 2/10)) = 0.27 (v is at least e^−700)."""
-    with jax.enable_x64(True):
-        import jax.numpy as jnp
-        split = lambda *v: jnp.array(v).reshape(1, 1, 1, 2)  # (directions, runs, segments, K)
-        fields = dict.fromkeys(profile._Line._fields)
-        fields.update(w=split(0.3, 0.9), log_v=split(-np.inf, np.log(2.0)),
-                      alpha_l=split(1e-3, 1e-3), gamma_l=split(0.0, 0.0))
-        u = jnp.array([0.0, 10.0]).reshape(1, 1, 2, 1)
-        bound = np.asarray(profile._split_bound(profile._Line(**fields), u)).ravel()
-    np.testing.assert_allclose(bound, [1.0, 0.27], rtol=1e-14)
-
-
 # two few-sampled runs (q·T = 0.011 and 0.22): their ε lies beyond the add direction's
 # largest loss, where δ_add = 0 exactly and the add line (at a saddle c of 3 077 and 244) is
 # never used
 _FEW_SAMPLED = (np.array([[0.002795], [0.001507]]), np.array([[0.76], [1.08]]),
                 np.array([[4.0], [143.0]]))
+
+
+def test_split_bounds_where_the_tv_term_underflows():
+    """The add line of a few-sampled run (q = 0.002795, σ = 0.76, T = 4, saddle c ≈ 3 000) has
+    split points whose TV term v underflows: the line keeps log v ≥ −700 (a larger v only
+    loosens the bounds). v/0 was NaN at the node u = 0, and with it the line's error term
+    (ε NaN or RDP's for 0.5% of the benchmark's runs on an H200).
+
+    At that floor the split bound at u = 0 is w·Q(0) + (1 − w) = 1, and at u = 10, with
+    α = 1e-3, γ = 0, Q = √(1 − 2αu² + α²u⁴) = 0.9: min(0.3·Q + min(0.7, e^−700/10),
+    0.9·Q + min(0.1, 2/10)) = 0.27. The tail's closed form at w = 0 (−∞ − −∞ before) is
+    log((v/x)^{T+1}/((T+1)v)) = −700 − log 8 at T = 1, x = 2."""
+    with jax.enable_x64(True):
+        import jax.numpy as jnp
+        q, s, t = (v[:1] for v in _FEW_SAMPLED)
+        c, centre = profile._laplace_centre(q, s, t, np.log(np.full(1, 1e-5)))
+        log_v = np.asarray(profile._line(q, s, t, c, centre, *profile.TIERS[0]).log_v)
+        split = lambda *v: jnp.array(v).reshape(1, 1, 1, 2)  # (directions, runs, segments, K)
+        fields = dict.fromkeys(profile._Line._fields)
+        fields.update(w=split(0.3, 0.9), log_v=split(-700.0, np.log(2.0)),
+                      alpha_l=split(1e-3, 1e-3), gamma_l=split(0.0, 0.0),
+                      t=jnp.ones((1, 1, 1)))
+        u = jnp.array([0.0, 10.0]).reshape(1, 1, 2, 1)
+        bound = np.asarray(profile._split_bound(profile._Line(**fields), u)).ravel()
+        fields.update(w=split(0.0, 0.0), log_v=split(-700.0, -700.0))
+        tail = float(profile._log_split_tail(profile._Line(**fields), jnp.full((1, 1), 2.0))[0, 0])
+    assert np.all(np.isfinite(log_v)) and np.min(log_v) == -700.0  # it underflowed, kept
+    np.testing.assert_allclose(bound, [1.0, 0.27], rtol=1e-14)
+    np.testing.assert_allclose(tail, -700.0 - np.log(8.0), rtol=1e-14)
 
 
 def test_epsilon_chunk_does_not_depend_on_the_batch():
