@@ -31,13 +31,15 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import log_ndtr
 
+from jaxrdp import _logmath
+
 _EPS = float(np.finfo(np.float64).eps)  # float64 only: the callers use it for float64 runs
 _ULPS = 64.0  # rounding allowed per term (log_ndtr, sums, logs): generous
 _MILLS_FROM = 4.0  # A from which δ_G is integrated through the Mills ratio
 _CF_TERMS = 64  # Laplace's continued fraction: below 1e-17 relative for x ≥ 4
 _LOG_SQRT_2PI = 0.5 * np.log(2.0 * np.pi)
-_GL16 = np.polynomial.legendre.leggauss(16)
-_GL8 = np.polynomial.legendre.leggauss(8)
+_GL16 = _logmath.gauss_legendre(16)
+_GL8 = _logmath.gauss_legendre(8)
 #: both rules' nodes on [−1, 1], the 16-point rule's first (one continued fraction for all)
 _GL_NODES = np.concatenate([_GL16[0], _GL8[0]])
 _N16 = _GL16[0].size
