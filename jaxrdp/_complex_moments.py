@@ -112,10 +112,48 @@ def _scaled(ga):
 _SPLITS = 16
 
 
-def real_stats(q, sigma, c, d, nx: int):
+#: θ = y/σ² of the strips tried by :func:`_log_real_aliasing`, as multiples of min(2π/h_x,
+#: 0.95π) (2π/h_x: the optimum where F = 1; any θ < π gives a bound)
+_THETA_SCALE = (1.0, 0.5, 0.25, 0.125, 0.0625)
+
+
+def _log_real_aliasing(q, sigma, c, d, hx, nx: int, nodes=None):
+    """log of a bound η on the x-rule's relative error in M(c) at real c (u = 0), ``B``.
+
+    Trefethen–Weideman (2014), Thm 5.1, as in :func:`_aliasing_limit`: the trapezoid rule of
+    step h_x on f = φ·r^a errs by at most 2·sup_{|b|≤y}∫|f(x+ib)|dx/(e^{2πy/h_x} − 1). With
+    θ = y/σ² < π, r(x+ib) = (1−q) + q e^{t}e^{iθ'} (|θ'| ≤ θ) stays off (−∞, 0], and
+    |φ(x+ib)| ≤ φ(x)e^{y²/2σ²}. |r(x+ib)|² = r²(1 − 2p(1 − cos θ')) with p = ρ(1−ρ) ≤ 1/4,
+    ρ = q e^t/r, so remove (a > 0): |r^a| ≤ r^a; add (a = −c): |r^a| ≤ r^a·F,
+    F = (1 − 2p(1 − cos θ))^{−c/2}. Hence η ≤ 2e^{y²/2σ²}·(∫φ r^a F/M)/(e^{2πy/h_x} − 1), the
+    ratio of integrals by the same rule (as :func:`_aliasing_limit` takes its shells'
+    masses), at the best of a few θ ≤ 2π/h_x (the optimum where F = 1); plus 4·eps per node
+    (rounding). The window's
+    truncation (±``_WIDTH``·σ beyond the modes) is not in it.
+
+    Args: ``q, sigma, c, d, hx``: the batch shape ``B``; ``nodes``: ``(log p, log of the
+    terms over M)`` at the x-nodes ``B + (nx,)``, or None (F left out: a bound for remove
+    only, cheaper, to steer the contour).
+    """
+    s2 = sigma**2
+    theta = (jnp.minimum(2.0 * jnp.pi / hx, 0.95 * jnp.pi)[..., None]
+             * jnp.asarray(_THETA_SCALE, hx.dtype))  # B + (Θ,)
+    log_ratio = 0.0
+    if nodes is not None:
+        log_p, log_w = nodes
+        omc = (2.0 * jnp.sin(0.5 * theta) ** 2)[..., None]  # 1 − cos θ, B + (Θ, 1)
+        log_f = -0.5 * c[..., None, None] * jnp.log1p(-2.0 * jnp.exp(log_p[..., None, :]) * omc)
+        log_ratio = jax.scipy.special.logsumexp(log_w[..., None, :] + log_f, axis=-1)
+        log_ratio = jnp.where(d[..., None] > 0, 0.0, log_ratio)
+    log_eta = (np.log(2.0) + 0.5 * theta**2 * s2[..., None] + log_ratio
+               - _logmath.log_expm1(2.0 * jnp.pi * theta * s2[..., None] / hx[..., None]))
+    return jnp.logaddexp(jnp.min(log_eta, axis=-1), np.log(4.0 * _EPS * nx))
+
+
+def real_stats(q, sigma, c, d, nx: int, add_factor: bool = True):
     """Statistics of the tilted loss at real z = c; arguments broadcast to a shape ``B``.
 
-    Returns ``(κ, κ', κ'', μ₄, w, log v, var_left, μ₄_left)``: κ = log M(c); κ', κ'' its
+    Returns ``(κ, κ', κ'', μ₄, w, log v, var_left, μ₄_left, log η)``: κ = log M(c); κ', κ'' its
     first two derivatives (mean and variance of the loss under the tilted measure); μ₄ the
     tilted loss's fourth central moment (all of shape ``B``); and, for split points x_k of the
     grid (``B + (K,)``), w_k the tilted mass left of x_k, v_k = (g(x_k) + TV_{[x_k, ∞)} g)/M(c)
@@ -125,6 +163,10 @@ def real_stats(q, sigma, c, d, nx: int):
     |M(c+iu)|/M(c) ≤ w_k·Q_k(u) + min(1 − w_k, v_k/|u|) for every k, with
     Q_k(u) = √(1 − var_k u² + (μ₄,k/12 + var_k²/4)u⁴) (capped at 1; the symmetrised
     fourth-order bound of ``profile._quartic``). k = 0 is the plain total-variation bound.
+    η bounds the x-rule's relative error in M(c) (:func:`_log_real_aliasing`): the line's
+    bounds use M(c)(1 ± η), and η ≥ 1 means the rule does not resolve M(c) at all (a window
+    far wider than σ: c in the hundreds of σ). ``add_factor=False``: η without the add
+    direction's factor (:func:`_log_real_aliasing`; a bound for remove only).
     The left part matters when most of the tilted mass sits in a narrow
     spike of near-zero loss (few sampled steps): its own small variance gives the T-fold
     product the Gaussian decay e^{−T w var u²/2} that the whole loss's moments cannot show.
@@ -159,7 +201,13 @@ def real_stats(q, sigma, c, d, nx: int):
     ldev2 = (loss[..., None, :] - lmean[..., None]) ** 2
     lvar = jnp.sum(lw * ldev2, axis=-1) / lsum
     lm4 = jnp.sum(lw * ldev2**2, axis=-1) / lsum
-    return kappa, k1, k2, k4, w, log_v, lvar, lm4
+    qb, sb, cb, db = (jnp.broadcast_to(v, hx.shape) for v in (q, sigma, c, d))
+    nodes = None
+    if add_factor:  # p = ρ(1 − ρ) = q(1−q)e^t/r² at the nodes, and the terms over M
+        log_p = (jnp.log(q) + _log_one_minus(q))[..., None] + t - 2.0 * ell
+        nodes = (log_p, ga - m - jnp.log(s0)[..., None])
+    log_eta = _log_real_aliasing(qb, sb, cb, db, hx, nx, nodes)
+    return kappa, k1, k2, k4, w, log_v, lvar, lm4, log_eta
 
 
 def _line_sums(ell, mag, d, u):

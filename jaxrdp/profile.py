@@ -36,7 +36,15 @@ Error bound (added upward: the δ returned is the quadrature's value plus this b
 * moments: each M_i carries a relative error η_i (nested-rule estimate of
   :mod:`jaxrdp._complex_moments`); M_total^T is then off by at most (e^{Σ T_i η_i} − 1)·|M_total^T|
   at each node, summed with the trapezoid weights;
-* rounding: 8·eps·(Σ T_i|log M_i| + |z|ε + 10)·Σ|F| for the exponent and the sum.
+* rounding: 8·eps·(Σ T_i|log M_i| + |z|ε + 10)·Σ|F| for the exponent and the sum;
+* the real moments M_i(c) and M_i(c ± a) that scale the discretisation, truncation and
+  envelope bounds: each carries a bound η_i on its x-rule's relative error (the strip argument
+  of Trefethen–Weideman at u = 0, :func:`jaxrdp._complex_moments.real_stats`), and these
+  bounds use M_i(1 + η_i)/(1 − η_i) as needed. A line with some η_i above ``_MAX_ETA`` (the
+  rule's window, which spans both modes of the tilted loss, hundreds of σ wide) bounds
+  nothing: its δ is +∞. (Before, such a line could bound δ by e^{−472 433} for a true
+  4.1e-17, and ε(δ) came back verified below the truth: q = 1.43e-4, σ = 5 740, T = 10⁶.)
+  The searches for c treat such c as too large.
 
 Three parts of this bound are estimates rather than proofs: the moments' nested-rule error η
 (a posteriori, squared on halving for analytic integrands); the total variations in v_k,
@@ -189,6 +197,10 @@ _TAIL_RATIO, _TAIL_PIECES = 1.12, 48  # pieces of the truncation bound: H to 230
 #: 16 and ε moves in 4 runs of 1 536, by at most 2.9e-8 (up), for 7% less time per run (the
 #: check points are not equispaced, so each costs a complex exponential per x-node).
 _CHECK_PIECES = 8
+#: largest bound η on the x-rule's relative error in M(c) at which a line is used (see
+#: :func:`_stats`); resolved rules are near 1e-13
+_MAX_ETA = 1e-6
+_SEARCH_MAX_ETA = 1e-2  # the same for the statistics that only steer the contour
 _COVER = 1.3  # the line covers at least ±1.3·w·√(2E) (a Gaussian bump of width w: e^{-1.7E})
 _NX_SEARCH = 65  # x-nodes of the real statistics that only steer the contour
 _SEARCH_ITERATIONS = 16  # safeguarded Newton steps for c (log scale)
@@ -237,9 +249,9 @@ class _Line(NamedTuple):
     log_mt: jax.Array  # Σ T_i log M_i(c + i u_k), complex (2, n, N_u)
     eta_t: jax.Array  # Σ T_i log(1 + η_i)
     abs_logm: jax.Array  # Σ T_i |log M_i|
-    kap: jax.Array  # Σ T_i κ_i(c)
-    kap_m: jax.Array  # Σ T_i κ_i(c − a)
-    kap_p: jax.Array  # Σ T_i κ_i(c + a)
+    kap: jax.Array  # Σ T_i κ_i(c), raised by the x-rule's error bound (an upper bound)
+    kap_m: jax.Array  # Σ T_i κ_i(c − a), the same
+    kap_p: jax.Array  # Σ T_i κ_i(c + a), the same
     alpha: jax.Array  # per segment κ_i''(c)/2, (2, n, S)
     gamma: jax.Array  # per segment μ₄,i(c)/24, (2, n, S)
     w: jax.Array  # per segment and split point, tilted mass left of it, (2, n, S, K)
@@ -251,26 +263,46 @@ class _Line(NamedTuple):
     check: jax.Array = None  # per segment bound on |M_i(c+iu)|/M_i(c) at _check_points, (2, n, S, P+1)
     log_env: jax.Array = None  # log of the bound on |M|^T/M(c)^T at the nodes, (2, n, N_u)
     log_tail: jax.Array = None  # log ∫_H^∞ (that bound) du/u², (2, n)
+    #: the x-rule resolves M at c and at c ± a (:func:`_stats`); elsewhere no bound, (2, n)
+    trusted: jax.Array = None
 
 
 # ------------------------------------------------------------------------ real statistics
 
 
-def _stats(q, s, t, c, nx, per_segment: bool = False):
-    """Σ_i T_i κ_i, Σ T_i κ_i', Σ T_i κ_i'' at real c, and per segment the envelope data.
+def _stats(q, s, t, c, nx, per_segment: bool = False, max_eta: float | None = None,
+           rigorous: bool = True):
+    """Σ_i T_i κ_i, Σ T_i κ_i', Σ T_i κ_i'' at real c, per segment the envelope data, and
+    the bound on Σ T_i κ_i's error.
 
     ``q, s, t``: ``(n, S)``; ``c``: ``(2, n)`` or ``(2, n, m)`` (directions first). The
     envelope data (see :func:`_log_envelope`) are per segment: α = κ''/2 and γ = μ₄/24
-    ``(..., S)``, and the split bounds' w and log v ``(..., S, K)``.
+    ``(..., S)``, and the split bounds' w and log v ``(..., S, K)``. The error: Σ T_i κ_i
+    plus it bounds the true Σ T_i log M_i(c) from above, Σ T_i·(−log(1 − η_i)) for the x-rule's
+    relative error η_i (:func:`jaxrdp._complex_moments.real_stats`); +∞ where some η_i >
+    ``max_eta`` (default ``_MAX_ETA``: the rule does not resolve M_i(c), nor the statistics
+    beside it). ``rigorous=False``: the add direction's η without its factor (cheaper; not a
+    bound for add: to steer the contour, or to choose among candidates checked afterwards).
+    ``per_segment``: also κ_i and log η_i ``(..., S)``.
     """
     extra = c.ndim - 2
     seg = lambda v: v.reshape((1, v.shape[0]) + (1,) * extra + (v.shape[1],))
     qq, ss, tt = seg(q), seg(s), seg(t)
     d = _DIRS.reshape((2,) + (1,) * (c.ndim))
-    kap, k1, k2, k4, w, log_v, lvar, lm4 = cm.real_stats(qq, ss, c[..., None], d, nx)
+    if rigorous:  # the add direction's bound on the rule's error needs its factor F
+        rem = cm.real_stats(qq[0], ss[0], c[0, ..., None], cm.REMOVE, nx, add_factor=False)
+        add = cm.real_stats(qq[0], ss[0], c[1, ..., None], cm.ADD, nx, add_factor=True)
+        stats = [jnp.stack(pair) for pair in zip(rem, add)]
+    else:
+        stats = cm.real_stats(qq, ss, c[..., None], d, nx, add_factor=False)
+    kap, k1, k2, k4, w, log_v, lvar, lm4, log_eta = stats
     envelope = (0.5 * k2, k4 / 24.0, w, log_v, 0.5 * lvar, lm4 / 24.0)
-    out = (tt * kap).sum(-1), (tt * k1).sum(-1), (tt * k2).sum(-1), envelope
-    return out + (kap,) if per_segment else out
+    max_eta = _MAX_ETA if max_eta is None else max_eta
+    eta = jnp.exp(log_eta)
+    err = jnp.where(eta <= max_eta, -jnp.log1p(-jnp.minimum(eta, max_eta)), jnp.inf)
+    err = jnp.where(tt > 0, tt * err, 0.0).sum(-1)
+    out = (tt * kap).sum(-1), (tt * k1).sum(-1), (tt * k2).sum(-1), envelope, err
+    return out + (kap, log_eta) if per_segment else out
 
 
 def _curvature(k2, c):
@@ -278,13 +310,20 @@ def _curvature(k2, c):
 
 
 def _log_c_search(residual, shape, dtype):
-    """Safeguarded Newton on an increasing ``residual(c) -> (f, df/dlog c)``, in log c."""
+    """Safeguarded Newton on an increasing ``residual(c) -> (f, df/dlog c, resolved)``, in log c.
+
+    Where the statistics are not ``resolved`` (the x-rule's bound η above
+    ``_SEARCH_MAX_ETA``), c counts as too large: the rule's window grows with c, so the
+    resolved c form an interval from 0 (without this the search could end at a c whose
+    statistics were noise: 17 times the saddle, for q = 1.4e-4, σ = 5 740, T = 10⁶).
+    """
     lo = jnp.full(shape, _LOG_C[0], dtype)
     hi = jnp.full(shape, _LOG_C[1], dtype)
 
     def body(_, carry):
         y, lo, hi = carry
-        f, fp = residual(jnp.exp(y))
+        f, fp, resolved = residual(jnp.exp(y))
+        f, fp = jnp.where(resolved, f, 1.0), jnp.where(resolved, fp, 1.0)
         lo = jnp.where(f < 0, y, lo)
         hi = jnp.where(f < 0, hi, y)
         # a step of at most _MAX_LOG_STEP: a full Newton step from far away can land where
@@ -303,8 +342,8 @@ def _saddle(q, s, t, eps):
     """c of the saddle point of φ at ε ``(n,)``, per direction ``(2, n)``."""
 
     def residual(c):
-        _, k1, k2, _ = _stats(q, s, t, c, _NX_SEARCH)
-        return k1 - eps - 1.0 / c - 1.0 / (c + 1.0), c * _curvature(k2, c)
+        _, k1, k2, _, err = _stats(q, s, t, c, _NX_SEARCH, max_eta=_SEARCH_MAX_ETA, rigorous=False)
+        return k1 - eps - 1.0 / c - 1.0 / (c + 1.0), c * _curvature(k2, c), jnp.isfinite(err)
 
     return _log_c_search(residual, (2,) + eps.shape, q.dtype)
 
@@ -313,15 +352,16 @@ def _laplace_centre(q, s, t, log_delta):
     """c where the Laplace approximation of δ equals δ, and the ε it is the saddle of."""
 
     def centre(c):
-        kap, k1, k2, _ = _stats(q, s, t, c, _NX_SEARCH)
+        kap, k1, k2, _, err = _stats(q, s, t, c, _NX_SEARCH, max_eta=_SEARCH_MAX_ETA,
+                                     rigorous=False)
         eps = k1 - 1.0 / c - 1.0 / (c + 1.0)
         phi2 = _curvature(k2, c)
         log_d = kap - c * eps - jnp.log(c * (c + 1.0)) - 0.5 * jnp.log(2.0 * jnp.pi * phi2)
-        return log_d, eps, phi2
+        return log_d, eps, phi2, jnp.isfinite(err)
 
     def residual(c):
-        log_d, _, phi2 = centre(c)
-        return log_delta - log_d, c**2 * phi2  # log δ_L decreases with c
+        log_d, _, phi2, resolved = centre(c)
+        return log_delta - log_d, c**2 * phi2, resolved  # log δ_L decreases with c
 
     c = _log_c_search(residual, (2,) + log_delta.shape, q.dtype)
     return c, jnp.maximum(centre(c)[1], 0.0)
@@ -338,8 +378,11 @@ def _line(q, s, t, c, eps, nx, nu, narrow=False):
     """
     sg = jax.lax.stop_gradient
     qs, ss, ts = sg(q), sg(s), sg(t)
-    kap, _, k2, (alpha, gamma, w_split, log_v, alpha_l, gamma_l), kap_seg = _stats(
-        qs, ss, ts, c, nx, per_segment=True)
+    kap, _, k2, (alpha, gamma, w_split, log_v, alpha_l, gamma_l), kap_err, kap_seg, log_eta = (
+        _stats(qs, ss, ts, c, nx, per_segment=True))
+    # every bound below needs M(c) from above (M(c ± a) too); the estimate, the line's own
+    # nodes, carries its error apart
+    kap = kap + jnp.where(jnp.isfinite(kap_err), kap_err, 0.0)
     w = 1.0 / jnp.sqrt(_curvature(k2, c))
     # the bigger tiers spend part of their nodes on a finer step (a smaller discretisation
     # bound near the pole) and part on a longer line
@@ -349,9 +392,16 @@ def _line(q, s, t, c, eps, nx, nu, narrow=False):
     # strip half-width a: the best of a few candidates for the discretisation bound
     strips = _STRIP + (_NARROW_STRIP if narrow else ())
     ac = c[..., None] * jnp.asarray(strips, c.dtype)
-    kaps, _, _, _ = _stats(qs, ss, ts, jnp.concatenate([c[..., None] - ac, c[..., None] + ac], -1),
-                           nx)
+    # the candidates' add-direction η without its factor (a twelfth of the cost): the
+    # picked strip's is checked below
+    kaps, _, _, _, kaps_err = _stats(
+        qs, ss, ts, jnp.concatenate([c[..., None] - ac, c[..., None] + ac], -1), nx,
+        rigorous=False)
+    raw_m, raw_p = kaps[..., : len(strips)], kaps[..., len(strips):]
+    kaps = kaps + kaps_err  # +∞ where unresolved: that strip is never picked
     km, kp = kaps[..., : len(strips)], kaps[..., len(strips):]
+    strip_ok = jnp.isfinite(km) & jnp.isfinite(kp)
+    trusted = jnp.isfinite(kap_err) & jnp.any(strip_ok, axis=-1)
     e = eps[..., None]
     # no longer a step than keeps the discretisation bound below _DISC·δ (δ by Laplace)
     cm_, cp_ = c[..., None] - ac, c[..., None] + ac
@@ -359,11 +409,15 @@ def _line(q, s, t, c, eps, nx, nu, narrow=False):
     log_laplace = (kap - c * eps - jnp.log(c * (c + 1.0))
                    - 0.5 * jnp.log(2.0 * jnp.pi * _curvature(k2, c)))
     excess = jnp.logaddexp(0.0, log_2j - log_laplace[..., None] - np.log(_DISC))
-    h = jnp.minimum(h, jnp.max(2.0 * jnp.pi * ac / excess, axis=-1))
+    h = jnp.where(trusted, jnp.minimum(h, jnp.max(2.0 * jnp.pi * ac / excess, axis=-1)), h)
     score = jnp.maximum(km - cm_ * e, kp - cp_ * e)
     score = score - 2.0 * jnp.pi * ac / h[..., None]
     best = jnp.argmin(score, axis=-1)[..., None]
     pick = lambda v: jnp.take_along_axis(v, best, axis=-1)[..., 0]
+    a_pick = pick(ac)
+    *_, pick_err = _stats(qs, ss, ts, jnp.stack([c - a_pick, c + a_pick], -1), nx)
+    trusted = trusted & jnp.all(jnp.isfinite(pick_err), axis=-1)
+    pick_err = jnp.where(jnp.isfinite(pick_err), pick_err, 0.0)
     u = h[..., None] * jnp.arange(nu, dtype=c.dtype)
     d = _DIRS.reshape(2, 1, 1)
     # the aliasing limit of the x-rule, shared by the line's nodes and its check points
@@ -372,20 +426,23 @@ def _line(q, s, t, c, eps, nx, nu, narrow=False):
                                             limit)
     tt = t[None, :, :, None]
     line = _Line(
-        c=c, h=h, a=pick(ac), log_mt=jnp.sum(tt * log_m, axis=2),
+        c=c, h=h, a=a_pick, log_mt=jnp.sum(tt * log_m, axis=2),
         eta_t=jnp.sum(tt * jnp.log1p(eta), axis=2), abs_logm=jnp.sum(tt * jnp.abs(log_m), axis=2),
-        kap=kap, kap_m=pick(km), kap_p=pick(kp), alpha=alpha, gamma=gamma, w=w_split,
+        kap=kap, kap_m=pick(raw_m) + pick_err[..., 0], kap_p=pick(raw_p) + pick_err[..., 1],
+        alpha=alpha, gamma=gamma, w=w_split,
         # v ≥ e^−700: a larger v only loosens both bounds it enters. At u = 0 the split term
         # v/u is then +∞ (the bound: the mass 1 − w), and the tail's closed form stays finite
         # where w = 0 (v/0 was NaN where v underflowed to 0, and so was the tail at w = v = 0)
         log_v=jnp.maximum(log_v, -700.0),
-        alpha_l=alpha_l, gamma_l=gamma_l, t=t[None], u=u,
+        alpha_l=alpha_l, gamma_l=gamma_l, t=t[None], u=u, trusted=trusted,
     )
     # bounds on |M_i(c+iu)|/M_i(c) at check points beyond H: computed value·(1 + η)
     uc = (h * nu)[..., None] * jnp.asarray(_TAIL_RATIO ** np.arange(_CHECK_PIECES + 1), h.dtype)
     log_mc, eta_c = cm.log_moment_line(qs[None], ss[None], c[..., None], d, uc[:, :, None, :], nx,
                                        limit)
-    check = jnp.where(eta_c < 1.0, jnp.exp(jnp.real(log_mc) - kap_seg[..., None]) * (1.0 + eta_c),
+    # over M_i(c) from below: M_i(c) ≥ computed/(1 + η_i)
+    kap_low = kap_seg - jnp.log1p(jnp.exp(log_eta))
+    check = jnp.where(eta_c < 1.0, jnp.exp(jnp.real(log_mc) - kap_low[..., None]) * (1.0 + eta_c),
                       1.0)
     line = line._replace(check=sg(jnp.minimum(check, 1.0)))
     sgl = jax.tree_util.tree_map(sg, line)
@@ -505,7 +562,7 @@ def _log_tail(line: _Line):
 
 #: the fields of :class:`_Line` that :func:`_nodes` and :func:`_log_delta` read
 _LOG_DELTA_FIELDS = ("c", "h", "a", "log_mt", "eta_t", "abs_logm", "kap", "kap_m", "kap_p", "u",
-                     "log_env", "log_tail")
+                     "log_env", "log_tail", "trusted")
 
 
 class _Nodes(NamedTuple):
@@ -562,7 +619,7 @@ def _finite_line(line: _Line, live) -> _Line:
     thousands, was finite or not depending on how XLA fused the program (NaN in ε on an
     H200 for 0.5% of the benchmark's runs, and on CPU at a batch of 2 runs, not of 8).
     """
-    stand_in = {"c": 1.0, "h": 1.0, "a": 0.5, "log_mt": -1e30}
+    stand_in = {"c": 1.0, "h": 1.0, "a": 0.5, "log_mt": -1e30, "trusted": True}
 
     def fix(name):
         value = getattr(line, name)
@@ -603,6 +660,10 @@ def _log_delta(line: _Line, eps, nodes: _Nodes | None = None, with_search_slope:
     err_abs = jax.lax.stop_gradient(p + jnp.log(jnp.maximum(err, 1e-300)))
     log_up = p + jnp.log(jnp.maximum(est + jnp.exp(jnp.minimum(err_abs - p, 700.0)), 1e-300))
     rel = jnp.where(est > 0, err / jnp.maximum(est, 1e-300), jnp.inf)
+    # a line whose x-rule does not resolve M(c) bounds nothing: every term above is relative
+    # to the computed M(c)^T (under-resolved, it was e^{-472 433} for a true e^{+24})
+    trusted = line.trusted[..., None]
+    log_up, rel = jnp.where(trusted, log_up, jnp.inf), jnp.where(trusted, rel, jnp.inf)
     if with_search_slope:  # d log_up/dε with the error held fixed: defined even where est ≤ 0
         return log_up, rel, slope, dest / jnp.maximum(est + err, 1e-300)
     return log_up, rel, slope

@@ -206,6 +206,63 @@ def test_moments_beyond_the_uniform_aliasing_criterion_match_mpmath():
         assert limit <= 1.1 * uniform
 
 
+def _mp_real_moment(q, s, c, direction):
+    """M(c) = E_{N(0,σ²)}[r^{1+c}] (remove) or E[r^{−c}] (add) by 40-digit mpmath, on
+    breakpoints every σ/4 around both modes (x = 0 and x = 1 + c)."""
+    mp.mp.dps = 40
+    a = 1 + c if direction == "remove" else -c
+    qm, sm = mp.mpf(q), mp.mpf(s)
+    f = lambda x: mp.npdf(x, 0, sm) * ((1 - qm) + qm * mp.e ** ((2 * x - 1) / (2 * sm * sm))) ** a
+    lo, hi = -40 * s - 2, max(0.0, a) + 40 * s + 2
+    cuts = set(np.linspace(lo, hi, 400)) | {k * s / 4 for k in range(-100, 101)}
+    cuts |= {a + k * s / 4 for k in range(-100, 101)}
+    return mp.quad(f, [mp.mpf(float(v)) for v in sorted(cuts) if lo <= v <= hi])
+
+
+def test_real_moments_carry_a_bound_on_the_x_rules_error():
+    """``real_stats``'s η bounds |M̂(c) − M(c)|/M(c) (40-digit mpmath): where the window
+    (±12σ around x = 0 and x = 1 + c) is hundreds of σ wide, 257 nodes miss M by 38% (κ was
+    −0.470 for a true 0.0076; the line built on it bounded δ by e^{−472 433}, and ε(δ) came
+    back 'PROFILE_OK' below the truth); η is 0.398 there, above the lines' ``_MAX_ETA``.
+    Where resolved the error is rounding (≤ 4.6e-13 measured) and η ≤ 7.6e-12."""
+    import jax.numpy as jnp
+
+    cases = [(1.43e-4, 5739.7, 4.94e6, "remove", 257), (1.43e-4, 5739.7, 2.8e5, "add", 129),
+             (0.01, 1.0, 50.0, "remove", 129), (0.3, 0.5, 20.0, "add", 65)]
+    with jax.enable_x64(True):
+        for q, s, c, direction, nx in cases:
+            d = cm.REMOVE if direction == "remove" else cm.ADD
+            out = cm.real_stats(*(jnp.asarray(v) for v in (q, s, c, d)), nx)
+            exact = _mp_real_moment(q, s, c, direction)
+            err = abs(float(mp.expm1(mp.mpf(float(out[0])) - mp.log(exact))))
+            eta = float(np.exp(out[-1]))
+            assert err <= eta, (q, s, c, direction)
+            if c > 1e6:
+                assert 0.3 < err and eta < 1.1 * err and eta > profile._MAX_ETA
+            elif direction == "remove":
+                assert err < 1e-12 and eta < 1e-11
+
+
+def test_epsilon_where_the_search_ran_beyond_the_x_rule_is_sound():
+    """q = 1.43e-4, σ = 5 740, T = 10⁶, δ = 4.0906e-17: the remove direction's Laplace centre
+    was searched into c = 4.9e6, where the x-rule missed M(c) (see the test above); the line
+    there bounded δ_remove by 0, and ε came back 1.665739e-4, 'PROFILE_OK'. 40-digit mpmath
+    (``profile_reference.line_integral_delta``, 196 s, not rerun here) puts δ_remove at that ε
+    at 4.09084234601e-17, 5.5e-5 above δ: the true ε is larger. Now every tier's ε is larger
+    than it and below RDP's 0.029; the escalated one is 'PROFILE_OK' (measured 1.2e-6 above
+    it), and δ(ε) at the old ε agrees with the reference (measured 4.1e-7 above)."""
+    q, s, steps = 0.00014299076703447436, 5739.70747118613, 10**6
+    target, eps_old, delta_ref = 4.090615670928182e-17, 1.665739069821573e-4, 4.09084234601032e-17
+    for tier in (None, 0, 1, 2, 3):
+        got = profile.epsilon(q, s, steps, target, tier=tier)
+        assert eps_old < float(got.epsilon) < 0.01 * float(got.epsilon_rdp), tier
+    assert float(got.epsilon) < 1.2 * eps_old  # TIERS[3]'s line (measured 3.0e-6 above)
+    got = profile.epsilon(q, s, steps, target)
+    assert int(got.status) == profile.PROFILE_OK and float(got.epsilon) < (1 + 1e-5) * eps_old
+    d = profile.delta(q, s, steps, eps_old)
+    assert delta_ref <= float(d.delta_remove) <= delta_ref * (1 + 1e-6)
+
+
 def test_quartic_bound_holds_for_asymmetric_laws():
     """|E e^{iuX}| ≤ √(1 − 2αu² + (2γ + α²)u⁴) (α = Var X/2, γ = μ₄/24) for every u, on 2 000
     random two-to-four-point laws (the lattice laws make |φ| return to 1 and the asymmetric ones

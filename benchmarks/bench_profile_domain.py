@@ -1,0 +1,93 @@
+"""Status of the privacy profile over the whole domain of issue 11, per step count T.
+
+    PYTHONPATH=. python benchmarks/bench_profile_domain.py --n 256
+
+For each T in ``--steps`` (default 1, 2, 3, 10, 100, 10³, 10⁴, 10⁵, 10⁶, 10⁷), ``--n`` random
+runs: q log-uniform in [1e-8, 1], σ log-uniform in [0.3, 10⁴], and for ε(δ) a δ log-uniform
+in [1e-20, 0.5], for δ(ε) an ε log-uniform in [1e-4, 500] (seed T). Prints, per T and in all:
+
+- the fraction of each status (``PROFILE_OK``, ``PROFILE_LOOSE``, ``RDP_FALLBACK``), over all
+  runs and over the runs whose *answer* also lies in the domain (ε ∈ [1e-4, 500] for ε(δ),
+  δ ∈ [1e-20, 0.5] for δ(ε)). A random (q, σ, T) often has an answer far outside it: ε of
+  1e-9 at q = 1e-8, or δ(ε = 300) below 1e-300, which then comes back as a bound at the
+  smallest normal double, ``PROFILE_LOOSE``;
+- the checks on every value: no NaN, no ε (δ) above RDP's, and where ε(δ) and δ at that ε
+  are both ``PROFILE_OK``, that δ at most δ·(1 + 2e-6): each is within 1e-6 of the truth, so
+  more would mean one of them is not (this check found a run where ε(δ) was not);
+- the time per run of each batched call (after a warm-up call on the same runs).
+"""
+
+import argparse
+import time
+import warnings
+
+import numpy as np
+
+from jaxrdp import profile
+
+_STATUS = ("ok", "loose", "rdp")
+
+
+def _fractions(status, mask):
+    counts = np.bincount(status[mask], minlength=3)
+    return "/".join(f"{c / max(mask.sum(), 1):.3f}" for c in counts), counts
+
+
+def _timed(fn):
+    fn()  # compile every escalation step these runs take
+    start = time.perf_counter()
+    out = fn()
+    return out, time.perf_counter() - start
+
+
+def main():
+    warnings.filterwarnings("ignore", message="The optimal Rényi order")  # RDP's, at the edges
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--n", type=int, default=256)
+    ap.add_argument("--steps", type=float, nargs="+",
+                    default=[1, 2, 3, 10, 100, 1e3, 1e4, 1e5, 1e6, 1e7])
+    a = ap.parse_args()
+    totals = {k: np.zeros(3, int) for k in ("eps_all", "eps_in", "delta_all", "delta_in")}
+    bad = 0
+    print(f"{a.n} runs per T; status fractions {'/'.join(_STATUS)}")
+    for steps in a.steps:
+        rng = np.random.default_rng(int(steps))
+        q = 10 ** rng.uniform(-8, 0, a.n)
+        s = 10 ** rng.uniform(np.log10(0.3), 4, a.n)
+        target_delta = 10 ** rng.uniform(-20, np.log10(0.5), a.n)
+        target_eps = 10 ** rng.uniform(-4, np.log10(500), a.n)
+
+        res, t_eps = _timed(lambda: profile.epsilon(q, s, steps, target_delta))
+        eps, est = np.asarray(res.epsilon), np.asarray(res.status)
+        eps_in = (eps >= 1e-4) & (eps <= 500)
+        ok = est == 0
+        back = profile.delta(q[ok], s[ok], steps, eps[ok])
+        both = np.asarray(back.status) == 0
+        eps_bad = (np.isnan(eps).sum() + (eps > np.asarray(res.epsilon_rdp)).sum()
+                   + (np.asarray(back.delta)[both] > target_delta[ok][both] * (1 + 2e-6)).sum())
+
+        dres, t_delta = _timed(lambda: profile.delta(q, s, steps, target_eps))
+        dl, dst = np.asarray(dres.delta), np.asarray(dres.status)
+        delta_in = (dl >= 1e-20) & (dl <= 0.5)
+        delta_bad = np.isnan(dl).sum() + (dl > np.asarray(dres.delta_rdp)).sum()
+        bad += eps_bad + delta_bad
+
+        all_runs = np.ones(a.n, bool)
+        parts = []
+        for key, st, mask in (("eps_all", est, all_runs), ("eps_in", est, eps_in),
+                              ("delta_all", dst, all_runs), ("delta_in", dst, delta_in)):
+            text, counts = _fractions(st, mask)
+            totals[key] += counts
+            parts.append(f"{text} ({mask.sum()})")
+        print(f"T={steps:<8.0f} ε(δ): all {parts[0]}, answer in domain {parts[1]}, "
+              f"{t_eps / a.n * 1e3:.2f} ms/run; δ(ε): all {parts[2]}, answer in domain "
+              f"{parts[3]}, {t_delta / a.n * 1e3:.2f} ms/run; failed checks {eps_bad + delta_bad}")
+    for key, counts in totals.items():
+        print(f"{key:10s} " + "  ".join(f"{name} {c / counts.sum():.3f}"
+                                        for name, c in zip(_STATUS, counts))
+              + f"  ({counts.sum()} runs)")
+    print(f"failed checks (NaN, above RDP, δ(ε) > δ where both are ok): {bad}")
+
+
+if __name__ == "__main__":
+    main()
