@@ -661,7 +661,7 @@ def _log_delta(line: _Line, eps, nodes: _Nodes | None = None, with_search_slope:
     log_up = p + jnp.log(jnp.maximum(est + jnp.exp(jnp.minimum(err_abs - p, 700.0)), 1e-300))
     rel = jnp.where(est > 0, err / jnp.maximum(est, 1e-300), jnp.inf)
     # a line whose x-rule does not resolve M(c) bounds nothing: every term above is relative
-    # to the computed M(c)^T (under-resolved, it was e^{-472 433} for a true e^{+24})
+    # to the computed M(c)^T (under-resolved, it was e^{−472 433} for a true e^{7 574})
     trusted = line.trusted[..., None]
     log_up, rel = jnp.where(trusted, log_up, jnp.inf), jnp.where(trusted, rel, jnp.inf)
     if with_search_slope:  # d log_up/dε with the error held fixed: defined even where est ≤ 0
