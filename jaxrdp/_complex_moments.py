@@ -18,7 +18,8 @@ blocks of k, with far fewer exponentials (:func:`block_phases`). The error is es
 posteriori from the nested rule with step 2h_x (the even nodes): η_c = |S_h − S_2h|/|S_h|;
 the fine rule's error is taken as 10·η_c² (errors square on halving for analytic integrands)
 when η_c < 1e-3, else η_c, plus a rounding term eps·(16 + |u|·max|ℓ| + max|g−m|)·Σ|terms|/|S|
-(16 covers the product of :func:`block_phases`). Where the grid cannot resolve the
+(16 covers the product of :func:`block_phases`), plus a bound on what the window leaves out
+(:func:`_log_window_tail`). Where the grid cannot resolve the
 oscillation e^{iuℓ} (see ``_RESOLVE``; the nested estimate is then meaningless: both rules
 alias alike), the error is reported infinite. For the remove direction a per-run bound on the
 aliasing (:func:`_aliasing_limit`) extends the trusted range where the tilted mass sits at
@@ -102,6 +103,25 @@ def _log_phi(x, sigma):
     return -(x**2) / (2.0 * sigma**2) - jnp.log(jnp.sqrt(2.0 * jnp.pi) * sigma)
 
 
+def _log_window_tail(ga, m, hx, sigma):
+    """log of a bound on what the window leaves out, in units of e^m: ``B``.
+
+    Every stationary point of log(φ r^a) = −x²/2σ² + aℓ(x) solves x = aρ(x), ρ = ℓ'σ² ∈ [0, 1]
+    (and ρ ≤ ρ(0) left of 0), so it lies in [0, a] (remove) or [aρ(0), 0] (add), and the
+    window reaches g = ``_WIDTH``·σ (+1.5) beyond that interval on both sides. Past the right
+    end hi the log-slope (aρ(x) − x)/σ² is at most −g/σ², past the left end lo at least g/σ²,
+    so the integrand's mass beyond the window is at most (f(lo) + f(hi))·σ²/g; the same holds
+    for |φ r^w| at any complex w with Re w = a (|r^w| = r^a) and, f being monotone there, for
+    the trapezoid sum's nodes beyond the window (the sum over the whole lattice is what the
+    strip bounds of Trefethen–Weideman control).
+
+    Args: ``ga``: the log terms g_k (with log h_x) ``B + (nx,)``; ``m``: ``B + (1,)``;
+    ``hx, sigma``: ``B``.
+    """
+    edges = jnp.logaddexp(ga[..., 0], ga[..., -1]) - m[..., 0]
+    return edges + jnp.log(sigma / _WIDTH) - jnp.log(hx)
+
+
 def _scaled(ga):
     """m = max_k g_k and the terms' magnitudes e^{g_k − m} (no overflow)."""
     m = jnp.max(ga, axis=-1, keepdims=True)
@@ -128,8 +148,7 @@ def _log_real_aliasing(q, sigma, c, d, hx, nx: int, nodes=None):
     F = (1 − 2p(1 − cos θ))^{−c/2}. Hence η ≤ 2e^{y²/2σ²}·(∫φ r^a F/M)/(e^{2πy/h_x} − 1), the
     ratio of integrals by the same rule (as :func:`_aliasing_limit` takes its shells'
     masses), at the best of a few θ ≤ 2π/h_x (the optimum where F = 1); plus 4·eps per node
-    (rounding). The window's
-    truncation (±``_WIDTH``·σ beyond the modes) is not in it.
+    (rounding). The window's truncation is bounded apart (:func:`_log_window_tail`).
 
     Args: ``q, sigma, c, d, hx``: the batch shape ``B``; ``nodes``: ``(log p, log of the
     terms over M)`` at the x-nodes ``B + (nx,)``, or None (F left out: a bound for remove
@@ -163,7 +182,8 @@ def real_stats(q, sigma, c, d, nx: int, add_factor: bool = True):
     |M(c+iu)|/M(c) ≤ w_k·Q_k(u) + min(1 − w_k, v_k/|u|) for every k, with
     Q_k(u) = √(1 − var_k u² + (μ₄,k/12 + var_k²/4)u⁴) (capped at 1; the symmetrised
     fourth-order bound of ``profile._quartic``). k = 0 is the plain total-variation bound.
-    η bounds the x-rule's relative error in M(c) (:func:`_log_real_aliasing`): the line's
+    η bounds the x-rule's relative error in M(c) (:func:`_log_real_aliasing` with the
+    window's truncation, :func:`_log_window_tail`): the line's
     bounds use M(c)(1 ± η), and η ≥ 1 means the rule does not resolve M(c) at all (a window
     far wider than σ: c in the hundreds of σ). ``add_factor=False``: η without the add
     direction's factor (:func:`_log_real_aliasing`; a bound for remove only).
@@ -206,7 +226,8 @@ def real_stats(q, sigma, c, d, nx: int, add_factor: bool = True):
     if add_factor:  # p = ρ(1 − ρ) = q(1−q)e^t/r² at the nodes, and the terms over M
         log_p = (jnp.log(q) + _log_one_minus(q))[..., None] + t - 2.0 * ell
         nodes = (log_p, ga - m - jnp.log(s0)[..., None])
-    log_eta = _log_real_aliasing(qb, sb, cb, db, hx, nx, nodes)
+    log_eta = jnp.logaddexp(_log_real_aliasing(qb, sb, cb, db, hx, nx, nodes),
+                            _log_window_tail(ga, m, hx, sb) - jnp.log(s0))
     return kappa, k1, k2, k4, w, log_v, lvar, lm4, log_eta
 
 
@@ -424,7 +445,8 @@ def _finish(fine, coarse, ell, ga, m, mag, hx, sigma, u, limit):
                 <= 2 * jnp.pi) | (jnp.abs(u) <= limit[..., None])
     log_m = m + jnp.log(jnp.where(absfine > 1e-300, fine, 1.0))  # safe for gradients
     log_m = jnp.where(absfine > 1e-300, log_m, -jnp.inf)
-    return log_m, jnp.where(resolved, eta_disc + eta_round, jnp.inf)
+    eta_window = jnp.exp(_log_window_tail(ga, m, hx, sigma))[..., None] / absfine
+    return log_m, jnp.where(resolved, eta_disc + eta_round + eta_window, jnp.inf)
 
 
 def log_moment_line(q, sigma, c, d, u, nx: int, limit=None):

@@ -34,12 +34,13 @@ Error bound (added upward: the δ returned is the quadrature's value plus this b
   piecewise on a geometric grid and in closed form beyond it (:func:`_log_tail`). The same
   bound replaces a node of the line whose computed value is less certain than it;
 * moments: each M_i carries a relative error η_i (nested-rule estimate of
-  :mod:`jaxrdp._complex_moments`); M_total^T is then off by at most (e^{Σ T_i η_i} − 1)·|M_total^T|
+  :mod:`jaxrdp._complex_moments`, plus a bound on what its x-window leaves out); M_total^T is then off by at most (e^{Σ T_i η_i} − 1)·|M_total^T|
   at each node, summed with the trapezoid weights;
 * rounding: 8·eps·(Σ T_i|log M_i| + |z|ε + 10)·Σ|F| for the exponent and the sum;
 * the real moments M_i(c) and M_i(c ± a) that scale the discretisation, truncation and
   envelope bounds: each carries a bound η_i on its x-rule's relative error (the strip argument
-  of Trefethen–Weideman at u = 0, :func:`jaxrdp._complex_moments.real_stats`), and these
+  of Trefethen–Weideman at u = 0, and the mass beyond the window, bounded by the integrand's
+  log-slope there: :func:`jaxrdp._complex_moments.real_stats`), and these
   bounds use M_i(1 + η_i)/(1 − η_i) as needed. A line with some η_i above ``_MAX_ETA`` (the
   rule's window, which spans both modes of the tilted loss, hundreds of σ wide) bounds
   nothing: its δ is +∞. (Before, such a line could bound δ by e^{−472 433} for a true
@@ -338,12 +339,19 @@ def _log_c_search(residual, shape, dtype):
     return jnp.exp(y)
 
 
+def _search_stats(q, s, t, c):
+    """Σ T_i κ_i, κ_i', κ_i'' at c for the searches that only steer the contour (a coarse
+    x-rule, the cheap η), and whether the rule resolves them (η ≤ ``_SEARCH_MAX_ETA``)."""
+    kap, k1, k2, _, err = _stats(q, s, t, c, _NX_SEARCH, max_eta=_SEARCH_MAX_ETA, rigorous=False)
+    return kap, k1, k2, jnp.isfinite(err)
+
+
 def _saddle(q, s, t, eps):
     """c of the saddle point of φ at ε ``(n,)``, per direction ``(2, n)``."""
 
     def residual(c):
-        _, k1, k2, _, err = _stats(q, s, t, c, _NX_SEARCH, max_eta=_SEARCH_MAX_ETA, rigorous=False)
-        return k1 - eps - 1.0 / c - 1.0 / (c + 1.0), c * _curvature(k2, c), jnp.isfinite(err)
+        _, k1, k2, resolved = _search_stats(q, s, t, c)
+        return k1 - eps - 1.0 / c - 1.0 / (c + 1.0), c * _curvature(k2, c), resolved
 
     return _log_c_search(residual, (2,) + eps.shape, q.dtype)
 
@@ -352,12 +360,11 @@ def _laplace_centre(q, s, t, log_delta):
     """c where the Laplace approximation of δ equals δ, and the ε it is the saddle of."""
 
     def centre(c):
-        kap, k1, k2, _, err = _stats(q, s, t, c, _NX_SEARCH, max_eta=_SEARCH_MAX_ETA,
-                                     rigorous=False)
+        kap, k1, k2, resolved = _search_stats(q, s, t, c)
         eps = k1 - 1.0 / c - 1.0 / (c + 1.0)
         phi2 = _curvature(k2, c)
         log_d = kap - c * eps - jnp.log(c * (c + 1.0)) - 0.5 * jnp.log(2.0 * jnp.pi * phi2)
-        return log_d, eps, phi2, jnp.isfinite(err)
+        return log_d, eps, phi2, resolved
 
     def residual(c):
         log_d, _, phi2, resolved = centre(c)
