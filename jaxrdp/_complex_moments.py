@@ -18,7 +18,8 @@ blocks of k, with far fewer exponentials (:func:`block_phases`). The error is es
 posteriori from the nested rule with step 2h_x (the even nodes): η_c = |S_h − S_2h|/|S_h|;
 the fine rule's error is taken as 10·η_c² (errors square on halving for analytic integrands)
 when η_c < 1e-3, else η_c, plus a rounding term eps·(16 + |u|·max|ℓ| + max|g−m|)·Σ|terms|/|S|
-(16 covers the product of :func:`block_phases`), plus a bound on what the window leaves out
+(16 covers the product of :func:`block_phases`) and one for the exponents g_k − m themselves
+(:func:`_parts_rounding`), plus a bound on what the window leaves out
 (:func:`_log_window_tail`). Where the grid cannot resolve the
 oscillation e^{iuℓ} (see ``_RESOLVE``; the nested estimate is then meaningless: both rules
 alias alike), the error is reported infinite. For the remove direction a per-run bound on the
@@ -89,13 +90,31 @@ def grid(q, sigma, c, d, nx: int):
 
 
 def _log_terms(q, sigma, c, d, nx):
+    """ℓ, t, the log terms g_k = log(φ(x_k)h_x) + aℓ_k, h_x, the nodes x_k and the sizes of
+    the parts g_k is summed from (see :func:`_parts_rounding`), ``B + (nx,)`` (h_x: ``B``)."""
     q, sigma, c, d = jnp.broadcast_arrays(q, sigma, c, d)
     x, hx = grid(q, sigma, c, d, nx)
     qe, se = q[..., None], sigma[..., None]
     ell, t = log_r(x, qe, se)
     a = exponent(c, d)[..., None]
     g = _log_phi(x, se) + jnp.log(hx)[..., None]
-    return ell, t, g + a * ell, hx, x
+    sizes = (x**2 / (2.0 * se**2) + jnp.abs(jnp.log(jnp.sqrt(2.0 * jnp.pi) * se))
+             + jnp.abs(jnp.log(hx))[..., None] + jnp.abs(a * ell))
+    return ell, t, g + a * ell, hx, x, jax.lax.stop_gradient(sizes)
+
+
+def _parts_rounding(sizes, m, mag):
+    """A bound on the rounding of the exponents g_k − m, relative to e^m, ``B + (1,)``.
+
+    g_k − m is a sum of parts of the sizes P_k = x_k²/2σ² + |log √(2π)σ| + |log h_x| + |aℓ_k|
+    and |m|, each part within 3·eps of its size (x²/2σ² and aℓ take three roundings each) and
+    each sum within eps of the sizes summed so far, so g_k − m is within 8·eps·(P_k + |m|) of
+    its value even where it is small (the parts of the far mode's terms cancel, to within a
+    few hundred where they are thousands), and each term e^{g_k − m} within that relative
+    error: 8·eps·Σ_k (P_k + |m|)·e^{g_k − m} in all (exp's own rounding is in the caller's
+    eps·|g_k − m|).
+    """
+    return 8.0 * _EPS * jnp.sum((sizes + jnp.abs(m)) * mag, axis=-1, keepdims=True)
 
 
 def _log_phi(x, sigma):
@@ -169,7 +188,7 @@ def _log_real_aliasing(q, sigma, c, d, hx, nx: int, nodes=None):
     return jnp.logaddexp(jnp.min(log_eta, axis=-1), np.log(4.0 * _EPS * nx))
 
 
-def real_stats(q, sigma, c, d, nx: int, add_factor: bool = True):
+def real_stats(q, sigma, c, d, nx: int, add_factor: bool = True, rounding: bool = True):
     """Statistics of the tilted loss at real z = c; arguments broadcast to a shape ``B``.
 
     Returns ``(κ, κ', κ'', μ₄, w, log v, var_left, μ₄_left, log η)``: κ = log M(c); κ', κ'' its
@@ -183,15 +202,19 @@ def real_stats(q, sigma, c, d, nx: int, add_factor: bool = True):
     Q_k(u) = √(1 − var_k u² + (μ₄,k/12 + var_k²/4)u⁴) (capped at 1; the symmetrised
     fourth-order bound of ``profile._quartic``). k = 0 is the plain total-variation bound.
     η bounds the x-rule's relative error in M(c) (:func:`_log_real_aliasing` with the
-    window's truncation, :func:`_log_window_tail`): the line's
+    window's truncation, :func:`_log_window_tail`, and the exponents' rounding,
+    :func:`_parts_rounding`): the line's
     bounds use M(c)(1 ± η), and η ≥ 1 means the rule does not resolve M(c) at all (a window
     far wider than σ: c in the hundreds of σ). ``add_factor=False``: η without the add
-    direction's factor (:func:`_log_real_aliasing`; a bound for remove only).
+    direction's factor (:func:`_log_real_aliasing`; a bound for remove only);
+    ``rounding=False``: without the exponents' rounding (for statistics that only steer,
+    where η is compared with 1e-2; the searches call this at every step, and the rounding
+    term there cost 15% of the profile's time).
     The left part matters when most of the tilted mass sits in a narrow
     spike of near-zero loss (few sampled steps): its own small variance gives the T-fold
     product the Gaussian decay e^{−T w var u²/2} that the whole loss's moments cannot show.
     """
-    ell, t, ga, hx, _ = _log_terms(q, sigma, c, d, nx)
+    ell, t, ga, hx, _, sizes = _log_terms(q, sigma, c, d, nx)
     q, sigma, d = jnp.broadcast_arrays(q, sigma, d)
     m, wts = _scaled(ga)
     s0 = jnp.sum(wts, axis=-1)
@@ -226,8 +249,11 @@ def real_stats(q, sigma, c, d, nx: int, add_factor: bool = True):
     if add_factor:  # p = ρ(1 − ρ) = q(1−q)e^t/r² at the nodes, and the terms over M
         log_p = (jnp.log(q) + _log_one_minus(q))[..., None] + t - 2.0 * ell
         nodes = (log_p, ga - m - jnp.log(s0)[..., None])
+    log_left_out = _log_window_tail(ga, m, hx, sb)
+    if rounding:
+        log_left_out = jnp.logaddexp(log_left_out, jnp.log(_parts_rounding(sizes, m, wts)[..., 0]))
     log_eta = jnp.logaddexp(_log_real_aliasing(qb, sb, cb, db, hx, nx, nodes),
-                            _log_window_tail(ga, m, hx, sb) - jnp.log(s0))
+                            log_left_out - jnp.log(s0))
     return kappa, k1, k2, k4, w, log_v, lvar, lm4, log_eta
 
 
@@ -425,14 +451,14 @@ def aliasing_limit(q, sigma, c, d, nx: int):
       ``B``.
     """
     q, sigma, c, d = (jax.lax.stop_gradient(v) for v in jnp.broadcast_arrays(q, sigma, c, d))
-    ell, t, ga, hx, x = _log_terms(q, sigma, c, d, nx)
+    ell, t, ga, hx, x, _ = _log_terms(q, sigma, c, d, nx)
     m, _ = _scaled(ga)
     remove = d > 0
     a = jnp.where(remove, exponent(c, d), 1.0)
     return jnp.where(remove, _aliasing_limit(q, sigma, a, x, ell, t, ga, m, hx), -1.0)
 
 
-def _finish(fine, coarse, ell, ga, m, mag, hx, sigma, u, limit):
+def _finish(fine, coarse, ell, ga, m, mag, hx, sigma, u, limit, sizes):
     """log M from the sums, and its relative error estimate (see the module docstring)."""
     absfine = jnp.maximum(jnp.abs(fine), 1e-300)
     eta_c = jnp.abs(fine - coarse) / absfine
@@ -440,7 +466,7 @@ def _finish(fine, coarse, ell, ga, m, mag, hx, sigma, u, limit):
     amp = jnp.sum(mag, axis=-1, keepdims=True) / absfine
     spread = jnp.max(jnp.abs(ga - m), axis=-1, keepdims=True)
     umax = jnp.abs(u) * jnp.max(jnp.abs(ell), axis=-1, keepdims=True)
-    eta_round = _EPS * (16.0 + umax + spread) * amp
+    eta_round = _EPS * (16.0 + umax + spread) * amp + _parts_rounding(sizes, m, mag) / absfine
     resolved = (hx[..., None] * (jnp.abs(u) / sigma[..., None] ** 2 + _RESOLVE / sigma[..., None])
                 <= 2 * jnp.pi) | (jnp.abs(u) <= limit[..., None])
     log_m = m + jnp.log(jnp.where(absfine > 1e-300, fine, 1.0))  # safe for gradients
@@ -464,11 +490,11 @@ def log_moment_line(q, sigma, c, d, u, nx: int, limit=None):
     """
     if limit is None:
         limit = aliasing_limit(q, sigma, c, d, nx)
-    ell, _, ga, hx, _ = _log_terms(q, sigma, c, d, nx)
+    ell, _, ga, hx, _, sizes = _log_terms(q, sigma, c, d, nx)
     sigma, d = (jnp.broadcast_to(v, ell.shape[:-1]) for v in (sigma, d))
     m, mag = _scaled(ga)
     fine, coarse = _line_sums(ell, mag, d, u)
-    return _finish(fine, coarse, ell, ga, m, mag, hx, sigma, u, limit)
+    return _finish(fine, coarse, ell, ga, m, mag, hx, sigma, u, limit, sizes)
 
 
 def log_moment_uniform_line(q, sigma, c, d, h, n: int, nx: int, limit=None):
@@ -485,9 +511,9 @@ def log_moment_uniform_line(q, sigma, c, d, h, n: int, nx: int, limit=None):
     """
     if limit is None:
         limit = aliasing_limit(q, sigma, c, d, nx)
-    ell, _, ga, hx, _ = _log_terms(q, sigma, c, d, nx)
+    ell, _, ga, hx, _, sizes = _log_terms(q, sigma, c, d, nx)
     sigma, d, h = (jnp.broadcast_to(v, ell.shape[:-1]) for v in (sigma, d, h))
     m, mag = _scaled(ga)
     fine, coarse = _uniform_line_sums(ell, mag, d, h, n)
     u = h[..., None] * jnp.arange(n, dtype=ell.dtype)
-    return _finish(fine, coarse, ell, ga, m, mag, hx, sigma, u, limit)
+    return _finish(fine, coarse, ell, ga, m, mag, hx, sigma, u, limit, sizes)

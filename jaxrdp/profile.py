@@ -34,14 +34,15 @@ Error bound (added upward: the δ returned is the quadrature's value plus this b
   piecewise on a geometric grid and in closed form beyond it (:func:`_log_tail`). The same
   bound replaces a node of the line whose computed value is less certain than it;
 * moments: each M_i carries a relative error η_i (nested-rule estimate of
-  :mod:`jaxrdp._complex_moments`, plus a bound on what its x-window leaves out); M_total^T is then off by at most (e^{Σ T_i η_i} − 1)·|M_total^T|
+  :mod:`jaxrdp._complex_moments`, plus bounds on what its x-window leaves out and on the
+  rounding of its log terms, differences of parts up to 10⁵ at large c); M_total^T is then off by at most (e^{Σ T_i η_i} − 1)·|M_total^T|
   at each node, summed with the trapezoid weights;
 * rounding: 8·eps·(Σ T_i|log M_i| + |z|ε + 10)·Σ|F| for the exponent and the sum;
 * the real moments M_i(c) and M_i(c ± a) that scale the discretisation, truncation and
   envelope bounds: each carries a bound η_i on its x-rule's relative error (the strip argument
-  of Trefethen–Weideman at u = 0, and the mass beyond the window, bounded by the integrand's
-  log-slope there: :func:`jaxrdp._complex_moments.real_stats`), and these
-  bounds use M_i(1 + η_i)/(1 − η_i) as needed. A line with some η_i above ``_MAX_ETA`` (the
+  of Trefethen–Weideman at u = 0, the mass beyond the window, bounded by the integrand's
+  log-slope there, and the rounding of the log terms; :func:`jaxrdp._complex_moments.real_stats`),
+  and these bounds use M_i(1 + η_i)/(1 − η_i) as needed. A line with some η_i above ``_MAX_ETA`` (the
   rule's window, which spans both modes of the tilted loss, hundreds of σ wide) bounds
   nothing: its δ is +∞. (Before, such a line could bound δ by e^{−472 433} for a true
   4.1e-17, and ε(δ) came back verified below the truth: q = 1.43e-4, σ = 5 740, T = 10⁶.)
@@ -282,8 +283,9 @@ def _stats(q, s, t, c, nx, per_segment: bool = False, max_eta: float | None = No
     plus it bounds the true Σ T_i log M_i(c) from above, Σ T_i·(−log(1 − η_i)) for the x-rule's
     relative error η_i (:func:`jaxrdp._complex_moments.real_stats`); +∞ where some η_i >
     ``max_eta`` (default ``_MAX_ETA``: the rule does not resolve M_i(c), nor the statistics
-    beside it). ``rigorous=False``: the add direction's η without its factor (cheaper; not a
-    bound for add: to steer the contour, or to choose among candidates checked afterwards).
+    beside it). ``rigorous=False``: η without the add direction's factor nor the exponents'
+    rounding (cheaper; not a bound: to steer the contour, or to choose among candidates
+    checked afterwards).
     ``per_segment``: also κ_i and log η_i ``(..., S)``.
     """
     extra = c.ndim - 2
@@ -295,7 +297,7 @@ def _stats(q, s, t, c, nx, per_segment: bool = False, max_eta: float | None = No
         add = cm.real_stats(qq[0], ss[0], c[1, ..., None], cm.ADD, nx, add_factor=True)
         stats = [jnp.stack(pair) for pair in zip(rem, add)]
     else:
-        stats = cm.real_stats(qq, ss, c[..., None], d, nx, add_factor=False)
+        stats = cm.real_stats(qq, ss, c[..., None], d, nx, add_factor=False, rounding=False)
     kap, k1, k2, k4, w, log_v, lvar, lm4, log_eta = stats
     envelope = (0.5 * k2, k4 / 24.0, w, log_v, 0.5 * lvar, lm4 / 24.0)
     max_eta = _MAX_ETA if max_eta is None else max_eta
