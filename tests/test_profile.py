@@ -274,7 +274,7 @@ def test_the_real_moments_bound_count_the_rounding_of_their_exponents():
     of 10⁴–10⁵ (κ = 2·10⁴ to 2·10⁵), so the computed M(c) is off by 1.6e-11 to 3.6e-11, ten
     times the old rounding term (4·eps per node). η must bound the error against the binomial
     closed form A_{1+c} = Σ_k C(1+c, k)(1−q)^{1+c−k}q^k e^{(k²−k)/2σ²} (50-digit mpmath);
-    measured η/error 36 to 48 (a worst case of 8·eps per part, whose roundings mostly cancel)."""
+    measured η/error 35 to 48 (a worst case of 8·eps per part, whose roundings mostly cancel)."""
     import jax.numpy as jnp
 
     mp.mp.dps = 50
