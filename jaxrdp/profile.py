@@ -35,14 +35,16 @@ Error bound (added upward: the δ returned is the quadrature's value plus this b
   bound replaces a node of the line whose computed value is less certain than it;
 * moments: each M_i carries a relative error η_i (nested-rule estimate of
   :mod:`jaxrdp._complex_moments`, plus bounds on what its x-window leaves out and on the
-  rounding of its log terms, differences of parts up to 10⁵ at large c); M_total^T is then off by at most (e^{Σ T_i η_i} − 1)·|M_total^T|
-  at each node, summed with the trapezoid weights;
+  rounding of its log terms, differences of parts up to 10⁵ at large c); M_total^T is then
+  off by at most (e^{Σ T_i η_i} − 1)·|M_total^T| at each node, summed with the trapezoid
+  weights;
 * rounding: 8·eps·(Σ T_i|log M_i| + |z|ε + 10)·Σ|F| for the exponent and the sum;
 * the real moments M_i(c) and M_i(c ± a) that scale the discretisation, truncation and
   envelope bounds: each carries a bound η_i on its x-rule's relative error (the strip argument
   of Trefethen–Weideman at u = 0, the mass beyond the window, bounded by the integrand's
-  log-slope there, and the rounding of the log terms; :func:`jaxrdp._complex_moments.real_stats`),
-  and these bounds use M_i(1 + η_i)/(1 − η_i) as needed. A line with some η_i above ``_MAX_ETA`` (the
+  log-slope there, and the rounding of the log terms;
+  :func:`jaxrdp._complex_moments.real_stats`), and these bounds use M_i(1 + η_i)/(1 − η_i)
+  as needed. A line with some η_i above ``_MAX_ETA`` (the
   rule's window, which spans both modes of the tilted loss, hundreds of σ wide) bounds
   nothing: its δ is +∞. (Before, such a line could bound δ by e^{−472 433} for a true
   4.1e-17, and ε(δ) came back verified below the truth: q = 1.43e-4, σ = 5 740, T = 10⁶.)
