@@ -206,9 +206,21 @@ def test_moments_beyond_the_uniform_aliasing_criterion_match_mpmath():
         assert limit <= 1.1 * uniform
 
 
+def _mp_binomial_moment(q, s, a):
+    """A_a = Σ_k C(a, k)(1−q)^{a−k}q^k e^{(k²−k)/2σ²} for an integer order a, the binomial
+    closed form of Mironov–Talwar–Zhang (2019) for integer orders, 50-digit mpmath."""
+    with mp.workdps(50):
+        qm, sm = mp.mpf(q), mp.mpf(s)
+        return mp.fsum(mp.binomial(a, k) * (1 - qm) ** (a - k) * qm**k
+                       * mp.e ** (mp.mpf(k * k - k) / (2 * sm**2)) for k in range(a + 1))
+
+
 def _mp_real_moment(q, s, c, direction):
     """M(c) = E_{N(0,σ²)}[r^{1+c}] (remove) or E[r^{−c}] (add) by 40-digit mpmath, on
-    breakpoints every σ/4 around both modes (x = 0 and x = 1 + c)."""
+    breakpoints every σ/4 around both modes (x = 0 and x = 1 + c); at integer orders of
+    remove by the binomial closed form (the quadrature took 146 s at c = 50)."""
+    if direction == "remove" and float(c).is_integer() and c < 1e4:
+        return _mp_binomial_moment(q, s, int(c) + 1)
     mp.mp.dps = 40
     a = 1 + c if direction == "remove" else -c
     qm, sm = mp.mpf(q), mp.mpf(s)
@@ -281,10 +293,8 @@ def test_the_real_moments_bounds_count_the_rounding_of_their_exponents():
     for q, s, c, nx in [(0.01, 1.0, 400, 4097), (0.3, 0.5, 300, 4097), (0.5, 2.0, 1000, 2049)]:
         with jax.enable_x64(True):
             out = cm.real_stats(*(jnp.asarray(float(v)) for v in (q, s, c, cm.REMOVE)), nx)
+        exact = _mp_binomial_moment(q, s, c + 1)
         with mp.workdps(50):
-            a, qm, sm = c + 1, mp.mpf(q), mp.mpf(s)
-            exact = mp.fsum(mp.binomial(a, k) * (1 - qm) ** (a - k) * qm**k
-                            * mp.e ** (mp.mpf(k * k - k) / (2 * sm**2)) for k in range(a + 1))
             err = abs(float(mp.expm1(mp.mpf(float(out[0])) - mp.log(exact))))
         eta = float(np.exp(out[-1]))
         assert 1e-11 < err <= eta <= 64.0 * err, (q, s, c, err, eta)
