@@ -33,8 +33,8 @@ Error bound (added upward: the δ returned is the quadrature's value plus this b
   computed at check points beyond H (with its own error) plus a Lipschitz term; integrated
   piecewise on a geometric grid and in closed form beyond it (:func:`_log_tail`). The same
   bound replaces a node of the line whose computed value is less certain than it;
-* moments: each M_i carries a relative error η_i (nested-rule estimate of
-  :mod:`jaxrdp._complex_moments`, plus bounds on what its x-window leaves out and on the
+* moments: each M_i carries a bound η_i on its relative error (the x-rule's aliasing by
+  the strip bound of :mod:`jaxrdp._complex_moments`, plus what its x-window leaves out and the
   rounding of its log terms, differences of parts up to 10⁵ at large c); M_total^T is then
   off by at most (e^{Σ T_i η_i} − 1)·|M_total^T| at each node, summed with the trapezoid
   weights;
@@ -50,15 +50,15 @@ Error bound (added upward: the δ returned is the quadrature's value plus this b
   4.1e-17, and ε(δ) came back verified below the truth: q = 1.43e-4, σ = 5 740, T = 10⁶.)
   The searches for c treat such c as too large.
 
-Three parts of this bound are estimates rather than proofs: the moments' nested-rule error η
-(a posteriori, squared on halving for analytic integrands); the total variations in v_k,
-read off the x-grid and raised by 5%; and the envelope's moments (κ'', μ₄, and the mass,
-variance and μ₄ left of each split point), node sums of the same grid
-(``tests/test_profile.py`` checks the envelope against a 400 001-node rule). All are
-conservative where the grid resolves the integrand; where it cannot resolve the oscillation
-e^{iuℓ(x)} (h_x·(|u|/σ² + 10/σ) > 2π) the nested estimate is meaningless (both rules alias
-alike: measured at T = 1, q = 0.5, σ = 1, u = 120, a value 4e5 times too large with
-η = 1.6%) and η = ∞ is reported instead. For remove, a finer bound on the aliasing
+Two parts of this bound are read off the x-grid rather than proved: the total variations in
+v_k, raised by 5%; and the envelope's moments (κ'', μ₄, and the mass, variance and μ₄ left of
+each split point), node sums of the same grid (``tests/test_profile.py`` checks the envelope
+against a 400 001-node rule); the strip bounds also take the ratio of two integrals (with and
+without the add factor) by the same rule. All are conservative where the grid resolves the
+integrand. (The moments' η was until 2026-11 a nested-rule estimate, η = ∞ where the grid
+could not resolve the oscillation e^{iuℓ(x)}, h_x·(|u|/σ² + 10/σ) > 2π: there the estimate
+was meaningless, measured at T = 1, q = 0.5, σ = 1, u = 120 a value 4e5 times too large with
+η = 1.6%.) For remove, a finer bound on the aliasing
 (``_complex_moments._aliasing_limit``: the strip argument per shell of x, with the slope
 ℓ' = ρ/σ² of the shell instead of 1/σ²) trusts the rule much further where few steps are
 sampled (measured: q = 1.08e-3, σ = 4.71, c = 151, 129 nodes: |u| ≤ 528 against 19; the
