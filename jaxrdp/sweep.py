@@ -801,6 +801,10 @@ def _batch_core(cfg, target, delta, sigma, epochs, n_data):
     return _permute(jnp.argsort(perm), out)
 
 
+#: the phases of a batch_size lane (:func:`_batch_sorted`), one search each
+_CUT, _RUN, _CHECK, _DONE = 0, 1, 2, 3
+
+
 def _batch_sorted(cfg, target, delta, sigma, epochs, n_data):
     c = _cases(
         cfg,
@@ -816,87 +820,87 @@ def _batch_sorted(cfg, target, delta, sigma, epochs, n_data):
     en = ee * nn
     ones = jnp.ones_like(t)
 
-    def search(params, extra, lower, upper, active):
-        """Largest feasible B in ``[lower, upper]``, ``upper`` evaluated first."""
-        return _search(
-            model, params, extra, t, d, hints,
+    def params(b, e):
+        """(q, σ, T) at batch sizes ``b`` in each lane's phase: the relaxed T = E·N/B of a
+        cut, the run's own T, or the exact ⌈E·N/B⌉ of the final check."""
+        n, s, total, run_steps, phase = (_models.lane(b, v) for v in e)
+        steps = jnp.where(phase == _CUT, total / b,
+                          jnp.where(phase == _RUN, run_steps, jnp.ceil(total / b)))
+        return b / n, s, steps
+
+    class Rounds(NamedTuple):
+        it: jax.Array  # searches so far (a cut and a run make one round)
+        phase: jax.Array
+        top: jax.Array  # every batch size above it is known to violate the target
+        bottom: jax.Array  # the run's lowest batch size
+        steps: jax.Array  # the run's step count
+        best: jax.Array
+        found: jax.Array
+        exhausted: jax.Array
+        certified: jax.Array
+
+    def body(r: Rounds) -> Rounds:
+        """One search per lane, by phase (one search call, so the compiled program holds
+        one copy of the ε function; the phases' values are those of separate searches):
+
+        1. *cut*, in ``[1, top]``, ``top`` evaluated first. With steps E·N/B not rounded up,
+           ε_relaxed(B) ≤ ε(B). If ε_relaxed(top) exceeds the target, then (ε_relaxed
+           rising, then falling in B: the assumption) so does every B between the relaxed
+           root on the rising side and ``top``: the search moves down to that root.
+        2. *run*: the batch sizes below ``top`` sharing its step count T, where ε grows
+           with B (monotone in q at fixed T): its largest feasible B is a monotone root.
+           The top of the run, evaluated first, is often the answer; if the run has none,
+           the next cut starts below it.
+        3. *check*: B* and B* + 1 with the exact step counts, B* + 1 first.
+        """
+        cut, run, check = r.phase == _CUT, r.phase == _RUN, r.phase == _CHECK
+        within = r.it < 2 * _MAX_RUNS  # after the last round, only the checks
+        best1 = jnp.maximum(r.best, 1.0)
+        lower = jnp.where(cut, ones, jnp.where(run, r.bottom, best1))
+        upper = jnp.where(check, jnp.minimum(best1 + 1.0, nn), r.top)
+        root = _search(
+            model, params, (nn, ss, en, r.steps, r.phase), t, d, hints,
             _solver.Domain(lower, upper, feasible_above=False, integer=True),
             upper,
             tol=0.99 * math.log1p(cfg.rtol),
-            active=active,
+            active=(r.phase != _DONE) & (within | check),
             refine_start=False,
         )
-
-    class Rounds(NamedTuple):
-        rounds: jax.Array
-        top: jax.Array  # every batch size above it is known to violate the target
-        best: jax.Array
-        found: jax.Array
-        done: jax.Array
-        exhausted: jax.Array
-
-    def round_body(r: Rounds) -> Rounds:
-        active = ~r.done
-        # 1. Cut. With steps E·N/B not rounded up, ε_relaxed(B) ≤ ε(B). If ε_relaxed(top)
-        # exceeds the target, then (ε_relaxed rising, then falling in B: the assumption)
-        # so does every B between the relaxed root on the rising side and ``top``: the
-        # search moves down to that root. The first point evaluated is ``top`` itself.
-        relaxed = search(
-            lambda b, e: (b / _models.lane(b, e[0]), _models.lane(b, e[1]),
-                          _models.lane(b, e[2]) / b),
-            (nn, ss, en), ones, r.top, active,
-        )
-        nothing = active & relaxed.none_feasible  # even B = 1 violates the relaxed bound
-        cut = active & ~relaxed.all_feasible & relaxed.bracketed & ~nothing
-        top = jnp.where(cut, jnp.clip(jnp.ceil(relaxed.x_other) - 1.0, 1.0, r.top), r.top)
-
-        # 2. The run of batch sizes below ``top`` sharing its step count T: there ε grows
-        # with B (monotone in q at fixed T), so its largest feasible B is a monotone root.
-        steps = _epoch_steps(ee, nn, top)
+        # 1. the cut: a new top, and the run below it
+        nothing = cut & within & root.none_feasible  # even B = 1 violates the relaxed bound
+        moved = cut & within & ~root.all_feasible & root.bracketed & ~nothing
+        top = jnp.where(moved, jnp.clip(jnp.ceil(root.x_other) - 1.0, 1.0, r.top), r.top)
+        steps = jnp.where(cut, _epoch_steps(ee, nn, top), r.steps)
         bottom = jnp.minimum(jnp.ceil(en / steps), top)
         bottom = jnp.where(_epoch_steps(ee, nn, bottom) > steps, bottom + 1.0, bottom)
-        bottom = jnp.clip(bottom, 1.0, top)
-        in_run = active & ~nothing
-        sol = search(  # the top of the run, evaluated first, is often the answer
-            lambda b, e: (b / _models.lane(b, e[0]), _models.lane(b, e[1]),
-                          _models.lane(b, e[2])),
-            (nn, ss, steps), bottom, top, in_run,
-        )
-        hit = in_run & sol.found
-        batch = jnp.where(sol.all_feasible, top, jnp.floor(sol.x))
-        exhausted = nothing | (in_run & ~hit & sol.none_feasible & (bottom <= 1.0))
-        return Rounds(
-            rounds=r.rounds + 1,
-            top=jnp.where(in_run & ~hit, bottom - 1.0, top),
-            best=jnp.where(hit, batch, r.best),
-            found=r.found | hit,
-            done=r.done | hit | exhausted,
-            exhausted=r.exhausted | exhausted,
-        )
+        bottom = jnp.where(cut, jnp.clip(bottom, 1.0, top), r.bottom)
+        # 2. the run: a hit, or the next cut below it
+        hit = run & within & root.found
+        best = jnp.where(hit, jnp.where(root.all_feasible, r.top, jnp.floor(root.x)), r.best)
+        emptied = run & within & ~root.found & root.none_feasible & (r.bottom <= 1.0)
+        top = jnp.where(run & ~hit, r.bottom - 1.0, top)
+        # 3. the check: B* feasible, and B* + 1 evaluated and not (or beyond N)
+        certified = check & root.found & (root.x == best1) & (
+            (best1 + 1.0 > nn) | (root.bracketed & (root.x_other == best1 + 1.0)))
+        exhausted = r.exhausted | nothing | emptied
+        phase = jnp.where(cut & within, _RUN, r.phase)
+        phase = jnp.where(run & within, jnp.where(hit, _CHECK, _CUT), phase)
+        phase = jnp.where(check | nothing | emptied, _DONE, phase)
+        return Rounds(r.it + 1, phase, top, bottom, steps, best, r.found | hit, exhausted,
+                      r.certified | certified)
 
-    def round_cond(r: Rounds):
-        return (r.rounds < _MAX_RUNS) & jnp.any(~r.done)
+    def cond(r: Rounds):
+        return (r.it <= 2 * _MAX_RUNS) & jnp.any(
+            (r.phase == _CHECK) | ((r.phase != _DONE) & (r.it < 2 * _MAX_RUNS)))
 
     false = jnp.zeros(t.shape, bool)
+    start = jnp.where(solve, _CUT, _DONE).astype(jnp.int32)
     runs = jax.lax.while_loop(
-        round_cond,
-        round_body,
-        Rounds(jnp.zeros((), jnp.int32), nn, 0.0 * ones, false, ~solve, false),
-    )
+        cond, body, Rounds(jnp.zeros((), jnp.int32), start, nn, nn, ones, 0.0 * ones, false,
+                           false, false))
     best = jnp.where(runs.found, runs.best, 0.0)
-
-    # Final exact check of B* and B* + 1 in one kernel call.
-    pair = jnp.concatenate([jnp.maximum(best, 1.0), best + 1.0])
-    pair_steps = _epoch_steps(jnp.tile(ee, 2), jnp.tile(nn, 2), pair)
-    pair_eps, _ = model.epsilon(pair / jnp.tile(nn, 2), jnp.tile(ss, 2), pair_steps,
-                                jnp.tile(d, 2))
-    pair_ok = pair_eps <= jnp.tile(t, 2)
-    n = t.shape[0]
-    fits, next_fits = pair_ok[:n], pair_ok[n:] & (best + 1.0 <= nn)
-    certified = runs.found & fits & ~next_fits
-
     found, exhausted = runs.found, runs.exhausted
-    return _finish(c, best, n_data, 0.0, ok=certified, infeasible=exhausted & ~found)
+    return _finish(c, best, n_data, 0.0, ok=runs.certified, infeasible=exhausted & ~found)
 
 
 def batch_size(
