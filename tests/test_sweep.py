@@ -349,6 +349,37 @@ def test_batch_size_with_gaps_in_the_feasible_set():
     assert gaps >= n // 4
 
 
+def test_batch_size_certifies_only_what_its_final_check_confirms(monkeypatch):
+    """The certificate of :func:`sweep.batch_size` (B* meets the target and B* + 1 does not,
+    both at the exact ⌈E·N/B⌉ steps) on a toy ε = 10·q, whose largest feasible batch size is
+    ⌊target·N/10⌋ by brute force. As it is, every answer is that B, OK. Raised by
+    10·(⌈T⌉ − T), the ε at the cut's fractional T = E·N/B is no longer a lower bound of the
+    exact one: the cuts skip feasible batch sizes, the final check finds B* + 1 feasible in
+    every lane, and each B* is reported NOT_CONVERGED, still meeting the target."""
+    from jaxrdp import _models
+
+    def toy(raised):
+        def epsilon(q, sigma, steps, delta):
+            return 10.0 * q + (10.0 * (jnp.ceil(steps) - steps) if raised else 0.0), None
+        return lambda cfg: _models.EpsilonModel(epsilon=epsilon)
+
+    monkeypatch.setitem(sweep._ACCOUNTANTS, "toy", toy(False))
+    monkeypatch.setitem(sweep._ACCOUNTANTS, "toy_raised", toy(True))
+    rng = np.random.default_rng(0)
+    n, n_data = 16, 1000
+    epochs = rng.choice([1.0, 2.0, 3.0, 7.0], n)
+    target = rng.uniform(0.5, 9.5, n)
+    batch = np.arange(1.0, n_data + 1.0)
+    brute = np.array([batch[10.0 * (batch / n_data) <= t * (1 - MARGIN)].max() for t in target])
+    exact = sweep.batch_size(target, 1e-5, 1.0, epochs, n_data, accountant="toy")
+    np.testing.assert_array_equal(np.asarray(exact.value), brute)
+    np.testing.assert_array_equal(np.asarray(exact.status), Status.OK)
+    raised = sweep.batch_size(target, 1e-5, 1.0, epochs, n_data, accountant="toy_raised")
+    value = np.asarray(raised.value)
+    np.testing.assert_array_equal(np.asarray(raised.status), Status.NOT_CONVERGED)
+    assert np.all((value >= 1.0) & (value < brute)), (value, brute)
+
+
 def test_relaxed_epsilon_is_unimodal_in_batch_size():
     """The assumption behind batch_size: with steps E·N/B not rounded, ε rises with B up
     to a peak and falls after it (the fall only for large q and few epochs)."""
