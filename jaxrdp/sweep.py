@@ -839,6 +839,11 @@ def _batch_sorted(cfg, target, delta, sigma, epochs, n_data):
         exhausted: jax.Array
         certified: jax.Array
 
+    def searching(r: Rounds):
+        """The lanes that search in this iteration: every phase for _MAX_RUNS rounds, then
+        only the checks (a check is never started later, so the loop ends)."""
+        return (r.phase != _DONE) & ((r.it < 2 * _MAX_RUNS) | (r.phase == _CHECK))
+
     def body(r: Rounds) -> Rounds:
         """One search per lane, by phase (one search call, so the compiled program holds
         one copy of the ε function; the phases' values are those of separate searches):
@@ -853,8 +858,8 @@ def _batch_sorted(cfg, target, delta, sigma, epochs, n_data):
            the next cut starts below it.
         3. *check*: B* and B* + 1 with the exact step counts, B* + 1 first.
         """
-        cut, run, check = r.phase == _CUT, r.phase == _RUN, r.phase == _CHECK
-        within = r.it < 2 * _MAX_RUNS  # after the last round, only the checks
+        active = searching(r)
+        cut, run, check = (active & (r.phase == p) for p in (_CUT, _RUN, _CHECK))
         best1 = jnp.maximum(r.best, 1.0)
         lower = jnp.where(cut, ones, jnp.where(run, r.bottom, best1))
         upper = jnp.where(check, jnp.minimum(best1 + 1.0, nn), r.top)
@@ -863,41 +868,37 @@ def _batch_sorted(cfg, target, delta, sigma, epochs, n_data):
             _solver.Domain(lower, upper, feasible_above=False, integer=True),
             upper,
             tol=0.99 * math.log1p(cfg.rtol),
-            active=(r.phase != _DONE) & (within | check),
+            active=active,
             refine_start=False,
         )
         # 1. the cut: a new top, and the run below it
-        nothing = cut & within & root.none_feasible  # even B = 1 violates the relaxed bound
-        moved = cut & within & ~root.all_feasible & root.bracketed & ~nothing
+        nothing = cut & root.none_feasible  # even B = 1 violates the relaxed bound
+        moved = cut & ~root.all_feasible & root.bracketed & ~nothing
         top = jnp.where(moved, jnp.clip(jnp.ceil(root.x_other) - 1.0, 1.0, r.top), r.top)
         steps = jnp.where(cut, _epoch_steps(ee, nn, top), r.steps)
         bottom = jnp.minimum(jnp.ceil(en / steps), top)
         bottom = jnp.where(_epoch_steps(ee, nn, bottom) > steps, bottom + 1.0, bottom)
         bottom = jnp.where(cut, jnp.clip(bottom, 1.0, top), r.bottom)
         # 2. the run: a hit, or the next cut below it
-        hit = run & within & root.found
+        hit = run & root.found
         best = jnp.where(hit, jnp.where(root.all_feasible, r.top, jnp.floor(root.x)), r.best)
-        emptied = run & within & ~root.found & root.none_feasible & (r.bottom <= 1.0)
+        emptied = run & ~root.found & root.none_feasible & (r.bottom <= 1.0)
         top = jnp.where(run & ~hit, r.bottom - 1.0, top)
         # 3. the check: B* feasible, and B* + 1 evaluated and not (or beyond N)
         certified = check & root.found & (root.x == best1) & (
             (best1 + 1.0 > nn) | (root.bracketed & (root.x_other == best1 + 1.0)))
         exhausted = r.exhausted | nothing | emptied
-        phase = jnp.where(cut & within, _RUN, r.phase)
-        phase = jnp.where(run & within, jnp.where(hit, _CHECK, _CUT), phase)
+        phase = jnp.where(cut, _RUN, r.phase)
+        phase = jnp.where(run, jnp.where(hit, _CHECK, _CUT), phase)
         phase = jnp.where(check | nothing | emptied, _DONE, phase)
         return Rounds(r.it + 1, phase, top, bottom, steps, best, r.found | hit, exhausted,
                       r.certified | certified)
 
-    def cond(r: Rounds):
-        return (r.it <= 2 * _MAX_RUNS) & jnp.any(
-            (r.phase == _CHECK) | ((r.phase != _DONE) & (r.it < 2 * _MAX_RUNS)))
-
     false = jnp.zeros(t.shape, bool)
     start = jnp.where(solve, _CUT, _DONE).astype(jnp.int32)
     runs = jax.lax.while_loop(
-        cond, body, Rounds(jnp.zeros((), jnp.int32), start, nn, nn, ones, 0.0 * ones, false,
-                           false, false))
+        lambda r: jnp.any(searching(r)), body,
+        Rounds(jnp.zeros((), jnp.int32), start, nn, nn, ones, 0.0 * ones, false, false, false))
     best = jnp.where(runs.found, runs.best, 0.0)
     found, exhausted = runs.found, runs.exhausted
     return _finish(c, best, n_data, 0.0, ok=runs.certified, infeasible=exhausted & ~found)
