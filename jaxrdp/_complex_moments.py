@@ -20,9 +20,12 @@ aliasing by the strip bound of Trefethen–Weideman (2014, Thm 5.1) at every u
 remove also by e^{−_RESOLVE²/2}·Σ|terms| up to a per-run limit of |u|
 (:func:`_aliasing_limit`: the same strip argument per shell of x, with the slope ℓ' of the
 shell, which reaches far beyond where the tilted mass sits at small ℓ', few sampled steps);
-plus a rounding term eps·(16 + |u|·max|ℓ| + max|g−m|)·Σ|terms|/|S| (16 covers the product of
-:func:`block_phases`) and one for the exponents g_k − m themselves (:func:`_parts_rounding`),
-plus a bound on what the window leaves out (:func:`_log_window_tail`). (Until 2026-11 the
+plus a rounding term eps·(16 + k + |u|·mean|ℓ| + mean|g−m|)·Σ|terms|/|S| (means weighted
+by the terms' sizes; 16 covers the product of :func:`block_phases`; k the additions a term
+meets in the sum over x, whose order is fixed: ⌈log₂ n_x⌉ by a tree, ≤ 63 + ⌈log₂(n_x/64)⌉
+by matrix products over pieces of 64 nodes, where an open order would allow n_x − 1) and one
+for the exponents g_k − m themselves (:func:`_parts_rounding`), plus a bound on what the
+window leaves out (:func:`_log_window_tail`). (Until 2026-11 the
 aliasing was estimated from the nested rule of step 2h_x, η = ∞ where h_x·(|u|/σ² + 10/σ) >
 2π; on 1 024 runs' lines the strip bound is below 1e-8 wherever that estimate was, and at
 1 063 of 49 152 nodes more.)
@@ -265,9 +268,12 @@ def real_stats(q, sigma, c, d, nx: int, add_factor: bool = True, rounding: bool 
 
 
 def _line_sums(ell, mag, d, u):
-    """The trapezoid sums of mag·e^{iu·dℓ} at every u, directly."""
+    """The trapezoid sums of mag·e^{iu·dℓ} at every u, directly, and the number of roundings
+    their summation adds to a term (static; see :func:`_finish`)."""
     cos, sin = _logmath.cos_sin(u[..., :, None] * (d[..., None] * ell)[..., None, :])
-    return jnp.sum(mag[..., None, :] * cos, axis=-1) + 1j * jnp.sum(mag[..., None, :] * sin, axis=-1)
+    re, depth = _logmath.tree_sum(mag[..., None, :] * cos)
+    im, _ = _logmath.tree_sum(mag[..., None, :] * sin)
+    return re + 1j * im, depth
 
 
 def _phase_run(phi, count: int):
@@ -307,23 +313,35 @@ def _uniform_line_sums(ell, mag, d, h, n: int):
     of an ``(n/b, nx)`` and an ``(nx, b)`` matrix (one per batch element and parity of the
     node): (n/b + b)·nx complex exponentials instead of n·nx. Each factor's phase carries an
     absolute rounding error of eps·|phase| and the product one more unit, so a term's
-    error stays within the eps·(16 + |u|·max|ℓ|) of :func:`_finish`.
+    error stays within the eps·(16 + |uℓ_k|) of :func:`_finish`. The products run over
+    consecutive pieces of :data:`_PIECE` x-nodes (in an order XLA chooses: at most
+    ``_PIECE − 1`` roundings per term) and the pieces are summed by
+    :func:`jaxrdp._logmath.tree_sum`; the sums come with the count of both (static).
     """
     (oc, os_), (ic, is_) = block_phases(h[..., None] * d[..., None] * ell, n)  # (..., R|b, nx)
     rows, b = oc.shape[-2], ic.shape[-2]
     left = jnp.concatenate([mag[..., None, :] * oc, mag[..., None, :] * os_], -2)  # (..., 2R, nx)
     right = jnp.concatenate([ic, is_], -2)  # (..., 2b, nx)
+    nx = left.shape[-1]
+    piece = min(_PIECE, nx)
+    pieces = -(-nx // piece)
 
-    def product(lo, ro):  # (..., 2R, x) × (..., 2b, x) → complex (..., R·b)
-        p = jnp.einsum("...rx,...jx->...rj", lo, ro, precision=jax.lax.Precision.HIGHEST)
-        re = p[..., :rows, :b] - p[..., rows:, b:]
-        im = p[..., :rows, b:] + p[..., rows:, :b]
-        out = (re + 1j * im).reshape(re.shape[:-2] + (rows * b,))
-        return out[..., :n]
+    def split(v):  # (..., k, nx) → (..., k, pieces, piece), zero-padded (exact)
+        v = jnp.pad(v, [(0, 0)] * (v.ndim - 1) + [(0, pieces * piece - nx)])
+        return v.reshape(v.shape[:-1] + (pieces, piece))
 
-    return product(left, right)
+    p = jnp.einsum("...rcx,...jcx->...rjc", split(left), split(right),
+                   precision=jax.lax.Precision.HIGHEST)
+    p, depth = _logmath.tree_sum(p)
+    re = p[..., :rows, :b] - p[..., rows:, b:]
+    im = p[..., :rows, b:] + p[..., rows:, :b]
+    out = (re + 1j * im).reshape(re.shape[:-2] + (rows * b,))
+    return out[..., :n], piece - 1 + depth
 
 
+#: x-nodes per matrix product in :func:`_uniform_line_sums` (64: at n_x = 1 025 and 1 024
+#: points, 1.3× the time of one product over all nodes; 32: 3.9×)
+_PIECE = 64
 _TAIL_PIECES = 8  # pieces of width σ right of the window, then a closed-form tail
 _GROUPS = 16  # groups of consecutive x-nodes (each with the slope just beyond its last)
 #: candidate strip half-widths y/σ (10 down to 0.16, ratio 2^{1/4}; cost per run, not per u)
@@ -460,8 +478,13 @@ def aliasing_limit(q, sigma, c, d, nx: int):
     return jnp.where(remove, _aliasing_limit(q, sigma, a, x, ell, t, ga, m, hx), -1.0)
 
 
-def _finish(fine, ell, t, ga, m, mag, hx, q, sigma, c, d, u, limit, sizes):
-    """log M from the sums, and a bound on its relative error (see the module docstring)."""
+def _finish(fine, ell, t, ga, m, mag, hx, q, sigma, c, d, u, limit, sizes, roundings: int):
+    """log M from the sums, and a bound on its relative error (see the module docstring).
+
+    ``roundings``: the additions a term meets in the sum over x (static). Real and imaginary
+    parts are each within roundings·(eps/2)·Σ mag·(|cos α cos β| + |sin α sin β|) ≤
+    roundings·(eps/2)·Σ mag, so the complex sum within roundings·eps·Σ mag.
+    """
     absfine = jnp.maximum(jnp.abs(fine), 1e-300)
     s0 = jnp.sum(mag, axis=-1)
     amp = s0[..., None] / absfine
@@ -471,9 +494,12 @@ def _finish(fine, ell, t, ga, m, mag, hx, q, sigma, c, d, u, limit, sizes):
     log_strip = _log_real_aliasing(q, sigma, c, d, hx, ell.shape[-1], nodes, u)
     in_limit = jnp.abs(u) <= limit[..., None]
     log_alias = jnp.where(in_limit, jnp.minimum(log_strip, -0.5 * _RESOLVE**2), log_strip)
-    spread = jnp.max(jnp.abs(ga - m), axis=-1, keepdims=True)
-    umax = jnp.abs(u) * jnp.max(jnp.abs(ell), axis=-1, keepdims=True)
-    eta_round = _EPS * (16.0 + umax + spread) * amp + _parts_rounding(sizes, m, mag) / absfine
+    # each term's own rounding, eps·(16 + |u ℓ_k| + |g_k − m|) of its size, summed with the sizes
+    # as weights (their means, not maxima: a far node's |g_k − m| ~ 70 comes with a size e^{−70})
+    mean = lambda v: jnp.sum(mag * v, axis=-1, keepdims=True) / s0[..., None]
+    eta_round = (_EPS * (16.0 + roundings + jnp.abs(u) * mean(jnp.abs(ell)) + mean(jnp.abs(ga - m)))
+                 * amp
+                 + _parts_rounding(sizes, m, mag) / absfine)
     log_m = m + jnp.log(jnp.where(absfine > 1e-300, fine, 1.0))  # safe for gradients
     log_m = jnp.where(absfine > 1e-300, log_m, -jnp.inf)
     eta_window = jnp.exp(_log_window_tail(ga, m, hx, sigma))[..., None] / absfine
@@ -499,8 +525,8 @@ def log_moment_line(q, sigma, c, d, u, nx: int, limit=None):
     ell, t, ga, hx, _, sizes = _log_terms(q, sigma, c, d, nx)
     q, sigma, c, d = (jnp.broadcast_to(v, ell.shape[:-1]) for v in (q, sigma, c, d))
     m, mag = _scaled(ga)
-    fine = _line_sums(ell, mag, d, u)
-    return _finish(fine, ell, t, ga, m, mag, hx, q, sigma, c, d, u, limit, sizes)
+    fine, roundings = _line_sums(ell, mag, d, u)
+    return _finish(fine, ell, t, ga, m, mag, hx, q, sigma, c, d, u, limit, sizes, roundings)
 
 
 def log_moment_uniform_line(q, sigma, c, d, h, n: int, nx: int, limit=None):
@@ -520,6 +546,6 @@ def log_moment_uniform_line(q, sigma, c, d, h, n: int, nx: int, limit=None):
     ell, t, ga, hx, _, sizes = _log_terms(q, sigma, c, d, nx)
     q, sigma, c, d, h = (jnp.broadcast_to(v, ell.shape[:-1]) for v in (q, sigma, c, d, h))
     m, mag = _scaled(ga)
-    fine = _uniform_line_sums(ell, mag, d, h, n)
+    fine, roundings = _uniform_line_sums(ell, mag, d, h, n)
     u = h[..., None] * jnp.arange(n, dtype=ell.dtype)
-    return _finish(fine, ell, t, ga, m, mag, hx, q, sigma, c, d, u, limit, sizes)
+    return _finish(fine, ell, t, ga, m, mag, hx, q, sigma, c, d, u, limit, sizes, roundings)

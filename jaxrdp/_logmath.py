@@ -247,3 +247,25 @@ def cos_sin(a):
         return jnp.cos(a), jnp.sin(a)
     inside = jnp.all(jnp.abs(a) < COS_SIN_REDUCED_RANGE)  # False for NaN too
     return jax.lax.cond(inside, _reduced_cos_sin, lambda v: (jnp.cos(v), jnp.sin(v)), a)
+
+
+def tree_sum(x):
+    """Σ over the last axis as a balanced tree of elementwise additions (pairwise summation).
+
+    XLA leaves the order of a ``reduce`` open; it does not reassociate explicit additions, so
+    each term meets ``depth`` roundings: |error| ≤ depth·(eps/2)·Σ|x| (Higham 2002, Sec. 4.2),
+    where a sum in any order could meet (n − 1)·(eps/2)·Σ|x|. Zero padding is exact.
+
+    Args:
+      x: ``(..., n)``, real or complex.
+
+    Returns:
+      ``(sum, depth)``: the sum ``(...)`` and depth = ⌈log₂ n⌉, a Python int.
+    """
+    n = x.shape[-1]
+    depth = (n - 1).bit_length()
+    x = jnp.concatenate([x, jnp.zeros(x.shape[:-1] + ((1 << depth) - n,), x.dtype)], -1)
+    while x.shape[-1] > 1:
+        half = x.shape[-1] // 2
+        x = x[..., :half] + x[..., half:]
+    return x[..., 0], depth

@@ -38,7 +38,8 @@ Error bound (added upward: the δ returned is the quadrature's value plus this b
   rounding of its log terms, differences of parts up to 10⁵ at large c); M_total^T is then
   off by at most (e^{Σ T_i η_i} − 1)·|M_total^T| at each node, summed with the trapezoid
   weights;
-* rounding: 8·eps·(Σ T_i|log M_i| + |z|ε + 10)·Σ|F| for the exponent and the sum;
+* rounding: 8·eps·(Σ T_i|log M_i| + |z|ε + 10)·Σ|F| for the exponent and the sum (a
+  tree of ⌈log₂ N_u⌉ ≤ 10 additions per term: the order is fixed);
 * the real moments M_i(c) and M_i(c ± a) that scale the discretisation, truncation and
   envelope bounds: each carries a bound η_i on its x-rule's relative error (the strip argument
   of Trefethen–Weideman at u = 0, the mass beyond the window, bounded by the integrand's
@@ -121,7 +122,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxrdp import _complex_moments as cm
-from jaxrdp import _one_step, _precision, _program_cache, _validate, conversions, kernels
+from jaxrdp import _logmath, _one_step, _precision, _program_cache, _validate, conversions, kernels
 
 __all__ = [
     "PROFILE_LOOSE",
@@ -653,7 +654,9 @@ def _log_delta(line: _Line, eps, nodes: _Nodes | None = None, with_search_slope:
     phase = jnp.conj(cm.equispaced_phases(line.h[..., None] * eps, n_u))  # (2, n, m, N_u)
     wts = _trapezoid_weights(line)[:, :, None, :]
     p = nodes.p0[..., None] - line.c[..., None] * eps
-    est = jnp.sum(wts * jnp.real(nodes.g[:, :, None, :] * phase), axis=-1)
+    # a tree: ⌈log₂ N_u⌉ ≤ 10 roundings per term, within the rounding term's 10 (any order:
+    # up to N_u − 1)
+    est, _ = _logmath.tree_sum(wts * jnp.real(nodes.g[:, :, None, :] * phase))
     dest = -jnp.sum(wts * jnp.real(nodes.zg[:, :, None, :] * phase), axis=-1)  # d(e^p est)/dε/e^p
     slope = dest / est
     rnd = nodes.rnd0[..., None] + nodes.rnd1[..., None] * eps
