@@ -117,8 +117,8 @@ def test_lines_of_one_tier_share_one_compiled_program():
 
 
 def test_tree_sum_meets_its_rounding_bound():
-    """The sums over x and over the line's nodes are trees of additions, so a term meets
-    ⌈log₂ n⌉ roundings, the count their error bounds add. Against math.fsum: within
+    """The complex moments' sums over x (and over pieces of 64 nodes) are trees of additions,
+    so a term meets ⌈log₂ n⌉ roundings, the count their error bound adds. Against math.fsum: within
     depth·eps/2·Σ|x| on 1 followed by n − 1 terms of 0.4·eps (each below half an ulp of 1:
     a running sum stays at 1, 409·eps short at n = 1 024; the tree is measured exact there)
     and on terms of random sign spread over 30 binades (heavy cancellation)."""
