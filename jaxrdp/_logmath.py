@@ -257,7 +257,7 @@ def tree_sum(x):
     where a sum in any order could meet (n − 1)·(eps/2)·Σ|x|. Zero padding is exact.
 
     Args:
-      x: ``(..., n)``, real or complex.
+      x: ``(..., n)``, real.
 
     Returns:
       ``(sum, depth)``: the sum ``(...)`` and depth = ⌈log₂ n⌉, a Python int.
