@@ -50,6 +50,7 @@ def _dp_sgd_loop(length, q, sigma, delta, budget):
     return jax.jit(run)
 
 
+@pytest.mark.slow
 def test_dp_sgd_scan_float32_in_graph_budget():
     assert not jax.config.jax_enable_x64  # the default in user graphs
     q, sigma, delta, budget = 0.01, 1.0, 1e-5, 2.0

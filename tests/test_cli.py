@@ -140,6 +140,7 @@ def test_help_shows_an_example(command, capsys):
     assert f"example:\n  jaxrdp {command}" in out
 
 
+@pytest.mark.slow
 def test_console_script_runs():
     res = subprocess.run(
         [sys.executable, "-m", "jaxrdp", "epsilon", "--q", "0.01", "--sigma", "1.1", "--steps", "100",

@@ -179,6 +179,7 @@ def test_delta_zero_infinity_and_delta_one():
     assert float(eps) == math.inf
 
 
+@pytest.mark.slow
 def test_epsilon_never_negative_or_nan_on_extreme_grid():
     q = np.array([0.0, 1e-5, 0.5, 1.0])[:, None, None, None]
     sigma = np.array([0.0, 0.5, 20.0, np.inf])[None, :, None, None]
@@ -396,6 +397,7 @@ def test_delta_matches_dp_accounting_integer_orders(integer_suite):
     assert (rel_err > 1e-9).sum() < 0.1 * inner.sum()
 
 
+@pytest.mark.slow
 def test_fractional_orders_never_worse_than_dp_accounting():
     """With dp_accounting's own (fractional) default orders and with jaxrdp's superset,
     jaxrdp's ε is at most dp_accounting's, except where dp_accounting's value is below the
@@ -435,6 +437,7 @@ def test_fractional_orders_never_worse_than_dp_accounting():
 # ----------------------------------------------------------------- precision paths
 
 
+@pytest.mark.slow
 def test_float32_traced_epsilon_is_sound_and_close():
     f = jax.jit(lambda q, s, t, d: conversions.epsilon(q, s, t, d)[0])
     q = jnp.array([1e-3, 0.01, 0.1, 0.5], jnp.float32)

@@ -129,6 +129,7 @@ def test_q_one_moments_far_left_are_finite_and_gaussian():
     assert np.all(np.asarray(out.delta) < np.asarray(out.delta_rdp))
 
 
+@pytest.mark.slow
 def test_delta_too_small_for_a_float_is_the_smallest_normal_not_zero():
     """A δ bound below the smallest normal float is reported as that number (an upper
     bound), never as 0, which claims more than holds: the SGM's loss is unbounded, so its

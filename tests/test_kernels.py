@@ -468,6 +468,7 @@ def _float64_at_float32_inputs(fn, q, sigma, orders):
                          np.float32(orders).astype(np.float64)))
 
 
+@pytest.mark.slow
 def test_float32_shared_orders_path_is_sound_and_accurate():
     q, sigma = _float32_grid_cells(np.random.default_rng(12), 600)
     assert kernels._route(q[:, None], sigma[:, None], _F32_GRID_ORDERS, jnp.float32)[0] == "orders"
@@ -496,6 +497,7 @@ def test_float32_shared_orders_path_is_sound_and_accurate():
         assert np.abs(raw).max() < 1e-5, name
 
 
+@pytest.mark.slow
 def test_float32_integer_terms_on_both_sides_of_the_short_product_limit():
     # The order-free integer terms take two 12-bit products up to a largest order of 4 096
     # and full double-float products beyond: the same cells with orders up to 4 096 and
@@ -572,6 +574,7 @@ def _bad_cells_as_named(name, n_bad):
     return 0 < n_bad <= _grid.PATCH_CELLS if name == "patched" else n_bad > _grid.PATCH_CELLS
 
 
+@pytest.mark.slow
 def test_float32_big_integer_orders_by_windows_every_branch():
     # Orders from 256 on are summed over their head and tail windows; cells where the middle
     # matters take every term, PATCH_CELLS at a time. Chunks with no such cell, a few, and
@@ -631,6 +634,7 @@ def test_float64_big_integer_orders_by_windows_every_branch():
     assert worst < 2e-14, worst
 
 
+@pytest.mark.slow
 def test_float64_windows_have_the_every_term_derivatives():
     # 48 cells (windows apply from 16 on) with big orders, some of them patched: reverse
     # and forward mode through the shared path against the elementwise path's derivatives
@@ -684,6 +688,7 @@ def test_float32_shared_tiers_match_float64(tier):
     assert np.abs(rel[ok]).max() < 1.5e-5
 
 
+@pytest.mark.slow
 def test_float32_shared_path_layouts_and_gradients():
     orders = kernels.DEFAULT_ORDERS
     q = np.geomspace(1e-4, 0.5, 6).astype(np.float32)[:, None]
@@ -702,6 +707,7 @@ def test_float32_shared_path_layouts_and_gradients():
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-4)
 
 
+@pytest.mark.slow
 def test_float32_shared_path_extreme_cells_stay_sound():
     # Exponents of 1e9 and more (σ = 1e-3) once underflowed every term (a float32 shift is
     # as coarse as 256 there); σ = 1e-10 overflows k(k−1)/2σ²; q = 1 is the closed form;
@@ -851,6 +857,7 @@ def test_traced_standard_orders_run_the_shared_path(which):
     assert np.max(np.abs(elementwise / concrete - 1)) > 1e-15
 
 
+@pytest.mark.slow
 def test_traced_orders_of_a_standard_length_but_other_values_are_exact():
     # Reversed, shifted by 0.05 and 1e-9 (below float32 resolution, not float64's): the
     # comparison fails as the program runs and the elementwise path answers; had the
@@ -872,6 +879,7 @@ def test_traced_orders_of_a_standard_length_but_other_values_are_exact():
         np.testing.assert_allclose(np.asarray(batched[1]), standard[:, ::-1], rtol=1e-12, atol=0)
 
 
+@pytest.mark.slow
 def test_traced_standard_orders_in_float32_and_their_derivatives():
     orders = kernels._STANDARD_ORDERS[1]
     q = np.geomspace(1e-4, 0.1, 4)[:, None]

@@ -112,6 +112,7 @@ def stop_background() -> None:
         pool.shutdown(wait=False, cancel_futures=True)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("source", SOURCES, ids=lambda p: p.stem)
 def test_notebook_executes(source):
     # A failing cell (a failed assert included) raises CellExecutionError naming it.

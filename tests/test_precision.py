@@ -10,6 +10,7 @@ splits, or returned float64). The reference is the same call with x64 off.
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 import jaxrdp
 from jaxrdp import accountant
@@ -30,6 +31,7 @@ CALLS = {
 JITTED = ("accountant",)  # a float32 training step's accounting, jitted under x64
 
 
+@pytest.mark.slow
 def test_float32_inputs_under_global_x64_give_the_float32_results():
     for name, call in CALLS.items():
         reference = jax.tree_util.tree_leaves(call(Q, SIGMA))

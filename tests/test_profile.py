@@ -261,6 +261,7 @@ def _mp_real_moment(q, s, c, direction):
     return mp.quad(f, [mp.mpf(float(v)) for v in sorted(cuts) if lo <= v <= hi])
 
 
+@pytest.mark.slow
 def test_real_moments_carry_a_bound_on_the_x_rules_error():
     """``real_stats``'s η bounds |M̂(c) − M(c)|/M(c) (40-digit mpmath): where the window
     (±12σ around x = 0 and x = 1 + c) is hundreds of σ wide, 257 nodes miss M by 38% (κ was
@@ -350,6 +351,7 @@ def test_the_real_moments_bounds_count_the_rounding_of_their_exponents():
         assert 1e-11 < err <= eta <= 64.0 * err, (q, s, c, err, eta)
 
 
+@pytest.mark.slow
 def test_epsilon_where_the_search_ran_beyond_the_x_rule_is_sound():
     """q = 1.43e-4, σ = 5 740, T = 10⁶, δ = 4.0906e-17: the remove direction's Laplace centre
     was searched into c = 4.9e6, where the x-rule missed M(c) (see the test above); the line
@@ -402,6 +404,7 @@ def _tilted_cf(q, s, c, direction, us):
     return np.array([abs(np.sum(w * np.exp(1j * u * sign * ell))) for u in us]) / np.sum(w)
 
 
+@pytest.mark.slow
 def test_envelope_bounds_the_tilted_characteristic_function():
     """The line's envelope bound on |M(c+iu)|/M(c) (quartic, split points, their left parts'
     moments) is never below the true value, checked against a 400 001-node trapezoid rule for
@@ -441,6 +444,7 @@ def test_epsilon_continuous_in_sigma_where_the_centre_search_once_failed():
     assert np.all(eps < 0.93 * rdp)
 
 
+@pytest.mark.slow
 def test_small_calls_agree_with_batched_ones():
     """A call of a few runs starts its escalation on a bigger tier than a batch does; the
     same run must get the same ε both ways (both PROFILE_OK, so within 2·1e-6 of each
@@ -459,6 +463,7 @@ def test_small_calls_agree_with_batched_ones():
     print("few/many − 1:", e_few / e_many - 1)
 
 
+@pytest.mark.slow
 def test_delta_never_below_references_and_never_above_rdp():
     rows = _rows()
     q, s, t, e = (np.array([float(r[k]) for r in rows]) for k in ("q", "sigma", "steps", "epsilon"))
@@ -567,6 +572,7 @@ def test_single_step_runs_are_exact_in_closed_form():
     assert float(sched.epsilon) == float(np.asarray(res.epsilon)[0])
 
 
+@pytest.mark.slow
 def test_single_step_gradient_and_jit():
     """Derivatives of the closed-form ε by the implicit function theorem: central finite
     differences agree to 1e-6 relative; under jit (x64) the value is the eager one."""
@@ -589,6 +595,7 @@ _FEW_SAMPLED = (np.array([[0.002795], [0.001507]]), np.array([[0.76], [1.08]]),
                 np.array([[4.0], [143.0]]))
 
 
+@pytest.mark.slow
 def test_split_bounds_where_the_tv_term_underflows():
     """The add line of a few-sampled run (q = 0.002795, σ = 0.76, T = 4, saddle c ≈ 3 000) has
     split points whose TV term v underflows: the line keeps log v ≥ −700 (a larger v only
@@ -618,6 +625,7 @@ def test_split_bounds_where_the_tv_term_underflows():
     np.testing.assert_allclose(tail, -700.0 - np.log(8.0), rtol=1e-14)
 
 
+@pytest.mark.slow
 def test_epsilon_chunk_does_not_depend_on_the_batch():
     """The first tier's ε of the two runs in a batch of two (where XLA's fusion turned the
     add line's u = 0 envelope into NaN, and so ε) equals their ε in a batch of eight."""
@@ -631,6 +639,7 @@ def test_epsilon_chunk_does_not_depend_on_the_batch():
     np.testing.assert_allclose(np.asarray(two), np.asarray(eight)[:2], rtol=1e-12)
 
 
+@pytest.mark.slow
 def test_a_direction_that_cannot_bind_reaches_neither_value_nor_gradient(monkeypatch):
     """Beyond the add direction's largest loss its line is never looked at, whatever it holds:
     with every field of the add line NaN but its moments (XLA's fusion once left one of them
@@ -699,6 +708,7 @@ def test_error_bound_of_epsilon_ignores_a_direction_that_is_zero(
     assert pld_optimistic < float(res.epsilon) < pld_pessimistic * (1 + 1e-7)
 
 
+@pytest.mark.slow
 def test_few_runs_still_try_the_cheap_steps():
     """q = 0.0028, σ = 0.76, T = 4 (q·T = 0.011): a call of at most 8 runs starts its
     escalation at the c/2 line of TIERS[2], where this run is not settled; the cheap steps
@@ -729,6 +739,7 @@ def test_epsilon_issue_example_below_rdp():
     assert float(res.epsilon) < float(res.epsilon_rdp)
 
 
+@pytest.mark.slow
 def test_accountant_profile_schedule():
     from jaxrdp import RdpAccountant
 
@@ -759,6 +770,7 @@ def test_cli_epsilon_shows_profile(capsys):
     assert "by the exact privacy profile (tight)" in text and "by RDP" in text
 
 
+@pytest.mark.slow
 def test_cli_calibrates_against_the_profile(capsys):
     import json
 

@@ -106,6 +106,7 @@ _STEPS = st.integers(20, 1000)
 _factors = st.tuples(st.floats(1.02, 1.6), st.floats(1.02, 1.4), st.floats(1.05, 2.0), st.floats(1.05, 2.0))
 
 
+@pytest.mark.slow
 def test_delta_monotone_and_bounded():
     """δ(ε) is non-increasing in ε and σ, non-decreasing in q and T (issue 11).
 

@@ -142,6 +142,7 @@ def epsilon_only(monkeypatch):
     return "plain"
 
 
+@pytest.mark.slow
 def test_a_new_epsilon_function_plugs_into_every_calibrator(epsilon_only):
     """With the ε callable alone (generic start, secant steps, a search for T), the four
     calibrators return what the RDP model with all its hints returns: the same tight,

@@ -214,6 +214,7 @@ def test_grad_of_epsilon_matches_finite_differences():
     assert float(g_sigma) < 0 < float(g_q)
 
 
+@pytest.mark.slow
 def test_implicit_derivative_of_sigma_star():
     """dσ*/d(ε, δ, q) by the implicit function theorem, against central differences of
     tightly solved σ*, also under jit and vmap."""
@@ -483,6 +484,7 @@ _MULTI_DEVICE_SCRIPT = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_several_devices_give_the_single_device_results(tmp_path):
     """The same calls on 4 (forced host) devices, sharded with jax.sharding, return
     exactly the single-device results."""
