@@ -237,6 +237,32 @@ def real_stats(q, sigma, c, d, nx: int, add_factor: bool = True, rounding: bool 
     k2 = jnp.sum(wts * dev2, axis=-1) / s0
     k4 = jnp.sum(wts * dev2**2, axis=-1) / s0
     kappa = m[..., 0] + jnp.log(s0)
+    w, log_v, lvar, lm4 = _split_stats(q, sigma, ell, t, ga, hx, loss, m, wts, s0)
+    qb, sb, cb, db = (jnp.broadcast_to(v, hx.shape) for v in (q, sigma, c, d))
+    nodes = _strip_nodes(q, ell, t, ga, m, s0) if add_factor else None
+    log_left_out = _log_window_tail(ga, m, hx, sb)
+    if rounding:
+        log_left_out = jnp.logaddexp(log_left_out, jnp.log(_parts_rounding(sizes, m, wts)[..., 0]))
+    log_eta = jnp.logaddexp(_log_real_aliasing(qb, sb, cb, db, hx, nx, nodes),
+                            log_left_out - jnp.log(s0))
+    return kappa, k1, k2, k4, w, log_v, lvar, lm4, log_eta
+
+
+def split_stats(q, sigma, c, d, nx: int):
+    """The split points' statistics of :func:`real_stats` alone, ``(w, log v, var_left,
+    μ₄_left)`` ``B + (K,)``: for a caller that needs κ at more points than the envelope (the
+    profile's line: κ at c and c ± a, the envelope at c only)."""
+    ell, t, ga, hx, _, _ = _log_terms(q, sigma, c, d, nx)
+    q, sigma, d = jnp.broadcast_arrays(q, sigma, d)
+    m, wts = _scaled(ga)
+    return _split_stats(q, sigma, ell, t, ga, hx, d[..., None] * ell, m, wts,
+                        jnp.sum(wts, axis=-1))
+
+
+def _split_stats(q, sigma, ell, t, ga, hx, loss, m, wts, s0):
+    """w, log v, var_left, μ₄_left at the split points (see :func:`real_stats`), from the
+    x-rule's terms."""
+    nx = ga.shape[-1]
     # g = φ r^a / ℓ', ℓ' = q e^t/(σ² r); relative to the integrand's scale e^m / h_x.
     log_g = ell - jnp.log(q)[..., None] - t + 2.0 * jnp.log(sigma)[..., None]
     mg = jnp.max(ga + log_g, axis=-1, keepdims=True)
@@ -257,14 +283,7 @@ def real_stats(q, sigma, c, d, nx: int, add_factor: bool = True, rounding: bool 
     ldev2 = (loss[..., None, :] - lmean[..., None]) ** 2
     lvar = jnp.sum(lw * ldev2, axis=-1) / lsum
     lm4 = jnp.sum(lw * ldev2**2, axis=-1) / lsum
-    qb, sb, cb, db = (jnp.broadcast_to(v, hx.shape) for v in (q, sigma, c, d))
-    nodes = _strip_nodes(q, ell, t, ga, m, s0) if add_factor else None
-    log_left_out = _log_window_tail(ga, m, hx, sb)
-    if rounding:
-        log_left_out = jnp.logaddexp(log_left_out, jnp.log(_parts_rounding(sizes, m, wts)[..., 0]))
-    log_eta = jnp.logaddexp(_log_real_aliasing(qb, sb, cb, db, hx, nx, nodes),
-                            log_left_out - jnp.log(s0))
-    return kappa, k1, k2, k4, w, log_v, lvar, lm4, log_eta
+    return w, log_v, lvar, lm4
 
 
 def _line_sums(ell, mag, d, u):
