@@ -115,6 +115,7 @@ from __future__ import annotations
 
 import collections
 import functools
+import warnings
 from typing import NamedTuple
 
 import jax
@@ -223,6 +224,7 @@ _LOG_C = (np.log(1e-8), np.log(1e7))  # search range of c
 #: the moments' phase blocks (~130 per x-node) and the envelope's split bounds (32 per line
 #: node); measured best at 8 runs on the last tier (3.1 ms per run; 4.4 at one run per chunk).
 _CHUNK = 1 << 21
+_RDP_PIECE = 4096  # runs per call of the RDP companion (:func:`_rdp_companion`), at most
 _DIRS = np.array([cm.REMOVE, cm.ADD])
 
 
@@ -1002,6 +1004,39 @@ def _on_runs(fn, mask, args, fill, concrete):
     return out
 
 
+def _rdp_companion(kind, qf, sf, tf, target, concrete):
+    """The runs' RDP ε or δ (``kind``: "epsilon" or "delta") ``(n,)`` at ``target`` ``(n,)``:
+    :func:`jaxrdp.conversions.epsilon_from_rdp` or ``delta_from_rdp`` of their composed RDP
+    curve at :data:`jaxrdp.kernels.DEFAULT_ORDERS`.
+
+    Concrete calls pad the runs as the profile's programs do (:func:`_padded_size`: at least
+    ``_FEW_RUNS``, beyond that at least 64), in pieces of at most ``_RDP_PIECE`` runs, so
+    that calls of different sizes share the RDP programs as they share the profile's (each
+    number of runs compiled them anew before: 5–7 s on a 2 vCPU CPU, as long as the
+    profile's first tier). The :class:`jaxrdp.conversions.OrderAtEdgeWarning` counts the
+    caller's runs, not the padding.
+    """
+    convert = conversions.epsilon_from_rdp if kind == "epsilon" else conversions.delta_from_rdp
+    value = lambda q, s, t, x, **kw: convert(conversions.compose_rdp(q, s, t),
+                                             kernels.DEFAULT_ORDERS, x, **kw)
+    if not concrete:
+        return value(qf, sf, tf, target)[0]
+    n = qf.shape[0]
+    if n == 0:
+        return np.zeros(0, qf.dtype)
+    size = min(_RDP_PIECE, _padded_size(n, _FEW_RUNS if n <= _FEW_RUNS else 64))
+    values, edges = [], []
+    for lo in range(0, n, size):
+        pick = np.minimum(np.arange(lo, lo + size), n - 1)  # pad with the last run
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", conversions.OrderAtEdgeWarning)
+            res = value(*(np.asarray(a)[pick] for a in (qf, sf, tf, target)), return_info=True)
+        values.append(np.asarray(res[0]))
+        edges.append(np.asarray(res.at_edge))
+    conversions._warn_if_at_edge(np.concatenate(edges)[:n], kernels.DEFAULT_ORDERS, kind)
+    return np.concatenate(values)[:n]
+
+
 def _evaluate_rest(fn, args, rank, tier, concrete, skip, fill):
     """:func:`_evaluate` on the runs not in ``skip`` (concrete: only those are computed);
     ``fill`` gives the skipped runs' outputs."""
@@ -1040,9 +1075,7 @@ def delta_schedule(q, sigma, steps, epsilon, *, tier: int | None = None) -> Prof
     xp = _namespace(concrete)
     with ctx:
         (qf, sf, tf), ef, shape = _flatten(q, sigma, steps, epsilon, dtype, xp)
-        curve = conversions.compose_rdp(qf, sf, tf)
-        d_rdp, _ = conversions.delta_from_rdp(curve, kernels.DEFAULT_ORDERS, ef)
-        d_rdp = xp.asarray(d_rdp)
+        d_rdp = xp.asarray(_rdp_companion("delta", qf, sf, tf, ef, concrete))
         one, q1, s1 = _single_step(qf, sf, tf, xp)
         lr, la, rel = _evaluate_rest(_delta_chunk, (qf, sf, tf, ef),
                                      lambda r: np.maximum(r[0], r[1]), tier, concrete, one,
@@ -1095,8 +1128,7 @@ def _epsilon_schedule(q, sigma, steps, delta, tier, epsilon_rdp):
         (qf, sf, tf), df, shape = _flatten(q, sigma, steps, delta, dtype, xp)
         positive = xp.where(df > 0, df, 1e-300)
         if epsilon_rdp is None:
-            curve = conversions.compose_rdp(qf, sf, tf)
-            e_rdp, _ = conversions.epsilon_from_rdp(curve, kernels.DEFAULT_ORDERS, positive)
+            e_rdp = _rdp_companion("epsilon", qf, sf, tf, positive, concrete)
         else:
             e_rdp = xp.broadcast_to(xp.asarray(epsilon_rdp, dtype), shape).reshape(-1)
         e_rdp = xp.where(df > 0, xp.broadcast_to(xp.asarray(e_rdp, dtype), df.shape), np.inf)

@@ -2,6 +2,7 @@
 
 import csv
 import pathlib
+import warnings
 
 import jax
 import mpmath as mp
@@ -9,7 +10,7 @@ import numpy as np
 import pytest
 
 from jaxrdp import _complex_moments as cm
-from jaxrdp import conversions, profile
+from jaxrdp import conversions, kernels, profile
 
 import profile_reference as ref
 
@@ -114,6 +115,30 @@ def test_lines_of_one_tier_share_one_compiled_program():
     # upper bounds of one δ: any two are within the sum of their bounds (log δ ≈ relative)
     assert np.all(np.abs(log_rem[:, None] - log_rem[None]) <= rel[:, None] + rel[None] + 1e-14)
     assert np.ptp(log_rem) > 0  # three lines, three sets of nodes (measured 1.3e-7 apart)
+
+
+def test_rdp_companion_shares_one_program_across_small_calls():
+    """The RDP ε beside the profile's: calls of 2, 3 and 5 runs share one compiled RDP
+    program (padded to 8 runs, as the profile's own programs are; each size compiled its
+    own before, 5–7 s), and give conversions.epsilon's value of each run. The warning of an
+    order at the grid's edge counts the caller's runs, not the padding."""
+    q = np.array([0.01, 0.5, 1e-3, 0.02, 0.2])
+    s = np.array([1.1, 200.0, 0.8, 2.0, 5.0])
+    t = np.array([1000.0, 1.0, 50.0, 7.0, 300.0])
+    delta = np.array([1e-5, 1e-10, 1e-6, 1e-3, 1e-8])
+    with jax.enable_x64(True):
+        sizes = []
+        for n in (2, 3, 5):
+            with pytest.warns(conversions.OrderAtEdgeWarning, match=f"for 1 of {n} input"):
+                got = profile._rdp_companion("epsilon", q[:n, None], s[:n, None], t[:n, None],
+                                             delta[:n], True)
+            sizes.append(kernels._rdp_orders_jit._cache_size())
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", conversions.OrderAtEdgeWarning)
+                want = [float(conversions.epsilon(*args)[0])
+                        for args in zip(q[:n], s[:n], t[:n], delta[:n])]
+            np.testing.assert_allclose(got, want, rtol=1e-14)
+    assert sizes[0] == sizes[1] == sizes[2]
 
 
 def test_tree_sum_meets_its_rounding_bound():
