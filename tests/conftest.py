@@ -23,6 +23,29 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 # cache itself is tested in subprocesses (tests/test_cli.py), which drop this variable.
 os.environ.setdefault("JAXRDP_NO_COMPILATION_CACHE", "1")
 
+#: XLA's CPU backend compiles the test processes' programs without its optimisations (the
+#: notebooks' kernels inherit the environment). The suite is compile-bound, and level 0
+#: compiles the profile's ε program in 4.8 s against 6.9 s; on a 2 vCPU CPU test_kernels.py
+#: took 356 s against 609 s, test_profile.py's quick tests 150 s against 193 s. Values may
+#: differ in the last bits (every bound jaxrdp states holds in any order of evaluation);
+#: tests/test_xla_optimisation.py runs reference checks at the default level.
+#: ``JAXRDP_TEST_XLA_DEFAULT=1`` (or an optimisation level already in ``XLA_FLAGS``) keeps
+#: the default.
+XLA_FAST_COMPILE_FLAG = "--xla_backend_optimization_level=0"
+XLA_DEFAULT_VARIABLE = "JAXRDP_TEST_XLA_DEFAULT"
+
+
+def _compile_without_backend_optimisation():
+    """Adds :data:`XLA_FAST_COMPILE_FLAG` to ``XLA_FLAGS`` (read when JAX's backend starts,
+    after this module is imported: no test has run a program yet)."""
+    flags = os.environ.get("XLA_FLAGS", "")
+    if os.environ.get(XLA_DEFAULT_VARIABLE) or "xla_backend_optimization_level" in flags:
+        return
+    os.environ["XLA_FLAGS"] = f"{flags} {XLA_FAST_COMPILE_FLAG}".strip()
+
+
+_compile_without_backend_optimisation()
+
 settings.register_profile("jaxrdp", deadline=None, max_examples=40, derandomize=True)
 settings.load_profile("jaxrdp")
 
