@@ -436,8 +436,8 @@ def _line(q, s, t, c, eps, nx, nu, narrow=False):
     kap3, _, _, (alpha, gamma, *_), err3, kap_seg, log_eta = _stats(
         qs, ss, ts, jnp.stack([c, c - a_pick, c + a_pick], -1), nx, per_segment=True)
     alpha, gamma, kap_seg, log_eta = (v[:, :, 0] for v in (alpha, gamma, kap_seg, log_eta))
-    w_split, log_v, lvar, lm4 = cm.split_stats(
-        qs[None], ss[None], c[..., None], _DIRS.reshape(2, 1, 1), nx)
+    d = _DIRS.reshape(2, 1, 1)
+    w_split, log_v, lvar, lm4 = cm.split_stats(qs[None], ss[None], c[..., None], d, nx)
     alpha_l, gamma_l = _quartic_coefficients(lvar, lm4)
     trusted = jnp.all(jnp.isfinite(err3), axis=-1) & jnp.any(strip_ok, axis=-1)
     # every bound below needs M(c) from above (M(c ± a) too); the estimate, the line's own
@@ -445,7 +445,6 @@ def _line(q, s, t, c, eps, nx, nu, narrow=False):
     kap3 = kap3 + jnp.where(jnp.isfinite(err3), err3, 0.0)
     kap = kap3[..., 0]
     u = h[..., None] * jnp.arange(nu, dtype=c.dtype)
-    d = _DIRS.reshape(2, 1, 1)
     # the aliasing limit of the x-rule, shared by the line's nodes and its check points
     limit = cm.aliasing_limit(qs[None], ss[None], c[..., None], d, nx)
     log_m, eta = cm.log_moment_uniform_line(q[None], s[None], c[..., None], d, h[..., None], nu, nx,

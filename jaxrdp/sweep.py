@@ -949,7 +949,7 @@ def batch_size(
         ``T = epochs·N/B``, which lies between the integer step counts around it; the
         certificate at ``B*`` and ``B* + 1`` uses integer ``T`` only, so the returned
         batch size meets the target whatever the relaxation does (the assumption above,
-        for the profile, is checked by brute force in ``tests/test_profile.py``).
+        for the profile, is checked by brute force in ``tests/test_profile_calibration.py``).
 
     Returns:
       :class:`Calibration` of shape ``S``: ``B*`` as an integer-valued float (``N`` when
