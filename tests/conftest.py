@@ -26,9 +26,9 @@ os.environ.setdefault("JAXRDP_NO_COMPILATION_CACHE", "1")
 #: XLA's CPU backend compiles the test processes' programs without its optimisations (the
 #: notebooks' kernels inherit the environment). The suite is compile-bound, and level 0
 #: compiles the profile's ε program in 4.8 s against 6.9 s; on a 2 vCPU CPU test_kernels.py
-#: took 356 s against 609 s, test_profile.py's quick tests 150 s against 193 s. Values may
-#: differ in the last bits (every bound jaxrdp states holds in any order of evaluation);
-#: tests/test_xla_optimisation.py runs reference checks at the default level.
+#: took 356 s against 609 s, test_profile.py's quick tests 150 s against 193 s, the whole
+#: suite 1 734 s against 2 115 s. Values may differ in the last bits, and a lane's path with
+#: them; tests/test_xla_optimisation.py runs reference checks at the default level.
 #: ``JAXRDP_TEST_XLA_DEFAULT=1`` (or an optimisation level already in ``XLA_FLAGS``) keeps
 #: the default.
 XLA_FAST_COMPILE_FLAG = "--xla_backend_optimization_level=0"
