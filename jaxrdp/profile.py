@@ -854,10 +854,18 @@ def _chunked(fn, args, step: _Step):
     n, segs = args[0].shape[0], args[0].shape[1]
     size = _chunk_size(n, segs * (step.nu + step.nx) * 128)
     static = (step.nx, step.nu, step.c_scale, step.narrow)
+    return _in_pieces(lambda *piece: _program_cache.call(fn.__name__, fn, list(piece), static),
+                      args, size)
+
+
+def _in_pieces(fn, args, size):
+    """``fn`` over the runs (axis 0) of ``args`` in pieces of ``size`` runs, the last padded
+    by repeating the last run; its outputs as NumPy arrays of length n (n ≥ 1)."""
+    n = args[0].shape[0]
     outs = []
     for lo in range(0, n, size):
-        idx = np.minimum(np.arange(lo, lo + size), n - 1)  # pad with the last run
-        res = _program_cache.call(fn.__name__, fn, [a[idx] for a in args], static)
+        idx = np.minimum(np.arange(lo, lo + size), n - 1)
+        res = fn(*(np.asarray(a)[idx] for a in args))
         outs.append([np.asarray(r)[: min(size, n - lo)] for r in res])
     return [np.concatenate(parts) for parts in zip(*outs)]
 
@@ -1024,16 +1032,16 @@ def _rdp_companion(kind, qf, sf, tf, target, concrete):
     if n == 0:
         return np.zeros(0, qf.dtype)
     size = min(_RDP_PIECE, _padded_size(n, _FEW_RUNS if n <= _FEW_RUNS else 64))
-    values, edges = [], []
-    for lo in range(0, n, size):
-        pick = np.minimum(np.arange(lo, lo + size), n - 1)  # pad with the last run
+
+    def piece(*args):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", conversions.OrderAtEdgeWarning)
-            res = value(*(np.asarray(a)[pick] for a in (qf, sf, tf, target)), return_info=True)
-        values.append(np.asarray(res[0]))
-        edges.append(np.asarray(res.at_edge))
-    conversions._warn_if_at_edge(np.concatenate(edges)[:n], kernels.DEFAULT_ORDERS, kind)
-    return np.concatenate(values)[:n]
+            res = value(*args, return_info=True)
+        return res[0], res.at_edge
+
+    values, edges = _in_pieces(piece, (qf, sf, tf, target), size)
+    conversions._warn_if_at_edge(edges, kernels.DEFAULT_ORDERS, kind)
+    return values
 
 
 def _evaluate_rest(fn, args, rank, tier, concrete, skip, fill):

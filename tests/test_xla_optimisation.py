@@ -40,7 +40,7 @@ def test_reference_checks_pass_at_the_default_optimisation_level():
     env["XLA_FLAGS"] = flags
     env[conftest.XLA_DEFAULT_VARIABLE] = "1"
     # its own compilation cache: this run's holds programs compiled at level 0
-    env.pop("JAXRDP_TEST_COMPILATION_CACHE", None)
+    env.pop(conftest._CACHE_VARIABLE, None)
     env.pop("PYTEST_XDIST_WORKER", None)
     run = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-n", "0", "-p", "no:cacheprovider",
