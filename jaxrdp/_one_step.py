@@ -90,12 +90,9 @@ def _log_gaussian_delta(s, sigma, ds):
     return jnp.where(jnp.isfinite(eta), log_g, -jnp.inf), eta
 
 
-def log_delta(q, sigma, eps):
-    """(log δ_rem, log δ_add, relative error bound) of one step at ε ≥ 0, elementwise.
-
-    Arguments broadcast; ``q`` in (0, 1], ``σ > 0`` (other lanes: anything finite, results
-    unused). The bound holds for both directions (and so for their maximum).
-    """
+def _arguments(q, eps):
+    """Both directions' Gaussian arguments at ε ≥ 0: (s_r, ds_r) for remove, and for add
+    (s_a, ds_a, log(e^ε c), the relative error of c, whether c > 0)."""
     log_q = jnp.log(q)
     # remove: s_r = log(1 + (e^ε − 1)/q); from ε = 1 on as ε − log q + log1p(−(1 − q)e^{−ε}),
     # which stays finite where e^ε overflows (ε ≳ 709)
@@ -124,14 +121,41 @@ def log_delta(q, sigma, eps):
     eta_c = jnp.where(half, eta_c_half, eta_c_low)  # relative error of c
     s_a = log_q + eps - log_ec  # log(q/c)
     ds_a = eta_c + 4.0 * _EPS * (jnp.abs(s_a) + eps + jnp.abs(log_q))
+    return s_r, ds_r, s_a, ds_a, log_ec, eta_c, open_
+
+
+def _finish(log_q, eps, lg_r, eta_r, lg_a, eta_a, log_ec, eta_c, open_):
+    """(log δ_rem, log δ_add, η_rem, η_add) from both directions' log δ_G and bounds."""
+    log_add = jnp.where(open_, log_ec + lg_a, -jnp.inf)
+    eta_add = jnp.where(open_, eta_a + eta_c + 4.0 * _EPS * eps, 0.0)
+    return log_q + lg_r, log_add, eta_r, eta_add
+
+
+def log_delta(q, sigma, eps):
+    """(log δ_rem, log δ_add, relative error bound) of one step at ε ≥ 0, elementwise.
+
+    Arguments broadcast; ``q`` in (0, 1], ``σ > 0`` (other lanes: anything finite, results
+    unused). The bound holds for both directions (and so for their maximum).
+    """
+    s_r, ds_r, s_a, ds_a, log_ec, eta_c, open_ = _arguments(q, eps)
     # both directions' δ_G in one evaluation (one copy of the continued fraction)
     lg, eta_g = _log_gaussian_delta(jnp.stack(jnp.broadcast_arrays(s_r, s_a)), sigma,
                                     jnp.stack(jnp.broadcast_arrays(ds_r, ds_a)))
     (lg_r, lg_a), (eta_r, eta_a) = lg, eta_g
-    log_rem = log_q + lg_r
-    log_add = jnp.where(open_, log_ec + lg_a, -jnp.inf)
-    eta_add = jnp.where(open_, eta_a + eta_c + 4.0 * _EPS * eps, 0.0)
+    log_rem, log_add, eta_r, eta_add = _finish(jnp.log(q), eps, lg_r, eta_r, lg_a, eta_a,
+                                                log_ec, eta_c, open_)
     return log_rem, log_add, jnp.maximum(eta_r, eta_add)
+
+
+def log_delta_of(q, sigma, eps, remove):
+    """log δ of one direction per element (``remove``: boolean, broadcast) at ε ≥ 0, and its
+    relative error bound: :func:`log_delta` evaluating only the chosen direction's δ_G."""
+    s_r, ds_r, s_a, ds_a, log_ec, eta_c, open_ = _arguments(q, eps)
+    lg, eta = _log_gaussian_delta(jnp.where(remove, s_r, s_a), sigma,
+                                  jnp.where(remove, ds_r, ds_a))
+    log_rem, log_add, eta_r, eta_add = _finish(jnp.log(q), eps, lg, eta, lg, eta, log_ec,
+                                                eta_c, open_)
+    return jnp.where(remove, log_rem, log_add), jnp.where(remove, eta_r, eta_add)
 
 
 def _log_delta_bounds(q, sigma, eps):

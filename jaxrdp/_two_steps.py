@@ -1,0 +1,270 @@
+"""The privacy profile of two SGM steps, bracketed by convexity (private).
+
+Two steps of the Sampled Gaussian Mechanism (the same q and σ) are the runs where the line
+integral of :mod:`jaxrdp.profile` cancels most (nothing smooths the near-atom of the loss
+at zero). Their profile is an expectation of the one-step closed form
+(:mod:`jaxrdp._one_step`) over the first step's output x, in either direction
+(δ_T(ε) = E_P[(1 − e^{ε − L_T})₊], L_2 = ℓ(x₁) + ℓ(x₂)):
+
+    δ_2(ε) = E_{x∼P}[h(t(x))],   h(t) = δ_1(log t),   t(x) = e^{ε − ℓ(x)},
+
+with ℓ = log dP/dQ monotone in x. h is convex and decreasing in t (a hockey-stick
+divergence, E_P[(1 − t·dQ/dP)₊], is a maximum of functions affine in t), and on any set C,
+E_P[t(x); C] = e^ε·Q(C). On each cell C_i of a partition of the real line, with P_i = P(C_i),
+t̄_i = e^ε Q(C_i)/P_i and t_i^−, t_i^+ the ends of t over the cell, convexity gives
+
+    P_i·h(t̄_i)  ≤  E_P[h(t); C_i]  ≤  P_i·(h(t_i^−) + λ_i (h(t_i^+) − h(t_i^−))),
+    λ_i = (t̄_i − t_i^−)/(t_i^+ − t_i^−)
+
+(Jensen's inequality below, the chord above; where t_i^+ = ∞ the chord is h(t_i^−), h being
+decreasing). Both sums hold for *any* partition, so the cells' placement only decides how
+tight the bracket is, never whether it holds: the cells (all masses are Gaussian tails,
+:func:`_log_cell_masses`) are placed by equidistributing a first, uniform pass's gaps (the
+gap is second order in a cell's width; its third root spreads it evenly). h at negative
+arguments comes from the duality δ_{P,Q}(e) = 1 − e^e + e^e δ_{Q,P}(−e), so both directions
+need the one-step closed form at |e| only.
+
+The bracket is the answer's error bound: δ(ε) is the chord sum (raised by the rounding of
+every term, :func:`_bracket`), its relative error bound is (upper − lower)/lower, and ε(δ)
+is searched on the upper sum (every evaluated ε whose upper sum is within δ is sound).
+Float64 and concrete inputs only: :mod:`jaxrdp.profile` calls it on two-step runs of
+concrete calls.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.scipy.special import log_ndtr
+
+from jaxrdp import _one_step
+
+_EPS = float(np.finfo(np.float64).eps)
+_ULPS = 64.0  # rounding allowed per term, as in _one_step
+_WINDOW = 13.0  # the cells cover [−13σ, 1 + 13σ] (each Gaussian's mass beyond: below 1e-38)
+_FIRST_CELLS = 256  # uniform cells of the placing pass
+CELLS = 2048  # cells of the bracket
+_FLOOR = 1e-3  # every placing cell keeps this share of the largest weight
+_SEARCH = 12  # Illinois steps of the ε search on [0, ε_hi] (converged by 8 on the references)
+_PROBE = 1e-4  # relative step of the slope's difference quotient at the found ε
+
+
+def _log_one_step(q, sigma, e, remove):
+    """log δ_1(e) of one direction (``remove``: boolean, broadcast) at any real ``e``
+    (``±∞`` included), and its relative error bound.
+
+    ``e ≥ 0``: :func:`jaxrdp._one_step.log_delta_of`. ``e < 0``: the duality
+    δ_{P,Q}(e) = 1 − e^e + e^e δ_{Q,P}(−e) (remove and add are each other's swap), a sum of
+    non-negative terms, so the one-step bound holds for it too.
+    """
+    finite = jnp.isfinite(e)
+    e_safe = jnp.where(finite, e, 0.0)
+    neg = e_safe < 0
+    log_d, eta = _one_step.log_delta_of(q, sigma, jnp.abs(e_safe), remove != neg)
+    log_gap = jnp.log(-jnp.expm1(jnp.where(neg, e_safe, -1.0)))  # log(1 − e^e)
+    log_d = jnp.where(neg, jnp.logaddexp(log_gap, e_safe + log_d), log_d)
+    # e = −∞: δ = 1; e = +∞: δ = 0
+    log_d = jnp.where(finite, log_d, jnp.where(e < 0, 0.0, -jnp.inf))
+    return log_d, jnp.where(finite, eta + 4.0 * _EPS, 0.0)
+
+
+def _log_gauss_cells(mean, sigma, edges):
+    """log N(mean, σ²)((a_i, a_{i+1})) of consecutive ``edges`` (last axis, ±∞ allowed), and
+    each value's relative error bound. Differences of tails on the side away from the mean."""
+    z = (edges - mean[..., None]) / sigma[..., None]
+    za, zb = z[..., :-1], z[..., 1:]
+    upper = za > 0  # both ends above the mean: upper tails, else lower tails
+    big = jnp.where(upper, log_ndtr(-za), log_ndtr(zb))
+    small = jnp.where(upper, log_ndtr(-zb), log_ndtr(za))
+    d = jnp.minimum(small - big, 0.0)
+    gap = -jnp.expm1(d)
+    log_mass = big + jnp.log(jnp.where(gap > 0, gap, 1.0))
+    fin = lambda v: jnp.where(jnp.isfinite(v), jnp.abs(v), 0.0)
+    rho = _ULPS * _EPS * (1.0 + (fin(big) + fin(small)) / jnp.where(gap > 0, gap, 1.0))
+    return jnp.where(gap > 0, log_mass, -jnp.inf), rho
+
+
+def _cells(q, sigma, eps, edges):
+    """Per cell of one direction pair: log P_i, log t̄_i, log t at the cells' ends and the
+    masses' error bounds. ``edges``: (2, n, k+1) increasing, ±∞ at the ends; axis 0 is
+    (remove, add). Returns arrays of shape (2, n, k) (ends: (2, n, k+1))."""
+    q_, s_ = q[None, :], sigma[None, :]
+    l0, r0 = _log_gauss_cells(jnp.zeros_like(q_), jnp.broadcast_to(s_, edges.shape[:2]), edges)
+    l1, r1 = _log_gauss_cells(jnp.ones_like(q_), jnp.broadcast_to(s_, edges.shape[:2]), edges)
+    log_q, log_1mq = jnp.log(q_)[..., None], jnp.log1p(-q_)[..., None]
+    l_mix = jnp.logaddexp(log_1mq + l0, log_q + l1)
+    r_mix = jnp.maximum(r0, r1) + 4.0 * _EPS
+    remove = (jnp.arange(2) == 0)[:, None, None]
+    log_p, log_q_cell = jnp.where(remove, l_mix, l0), jnp.where(remove, l0, l_mix)
+    rho = r0 + r_mix  # of P_i and Q_i together (both enter t̄)
+    # the loss at the ends: ℓ = log(1 − q + q e^{(2x − 1)/2σ²}) (remove), −ℓ (add)
+    x = jnp.where(jnp.isfinite(edges), edges, 0.0)
+    ell = jnp.log1p(q_[..., None] * jnp.expm1((2.0 * x - 1.0) / (2.0 * s_[..., None] ** 2)))
+    ell = jnp.where(edges == -jnp.inf, log_1mq, jnp.where(edges == jnp.inf, jnp.inf, ell))
+    ell = jnp.where(remove, ell, -ell)
+    log_t = jnp.where(jnp.isinf(ell), -ell, eps[None, :, None] - ell)
+    log_tbar = eps[None, :, None] + log_q_cell - log_p
+    return log_p, log_tbar, log_t, rho
+
+
+def _bracket(q, sigma, eps, edges, with_lower=True):
+    """(upper, lower) sums of δ_2 per direction (2, n), and each cell's upper gap (2, n, k);
+    ``with_lower=False``: the upper sum only (lower and gaps None).
+
+    The upper sum is raised and the lower lowered by the rounding of every term: the masses'
+    (ρ, relative), the one-step values' (η, relative), and t̄'s through λ (upper) or through
+    the slope of h at t̄ (lower; bounded by the chord slope of the next cell towards smaller
+    t, h being convex).
+    """
+    log_p, log_tbar, log_t, rho = _cells(q, sigma, eps, edges)
+    remove = (jnp.arange(2) == 0)[:, None, None]
+    qe, se = q[None, :, None], sigma[None, :, None]
+    h_ends, eta_ends = _log_one_step(qe, se, log_t, remove)
+    h_ends = jnp.exp(h_ends)
+    # order each cell's ends by t: remove's t falls with x, add's rises
+    lt_a, lt_b = log_t[..., :-1], log_t[..., 1:]
+    h_a, h_b = h_ends[..., :-1], h_ends[..., 1:]
+    lo_t, hi_t = jnp.where(remove, lt_b, lt_a), jnp.where(remove, lt_a, lt_b)
+    h_lo, h_hi = jnp.where(remove, h_b, h_a), jnp.where(remove, h_a, h_b)
+    # λ = (t̄ − t⁻)/(t⁺ − t⁻), scale-free; t⁻ = 0 (h = 1 there) and t⁺ = ∞ handled apart
+    span = hi_t - lo_t
+    finite_hi = jnp.isfinite(hi_t)
+    from_zero = lo_t == -jnp.inf
+    safe = lambda v: jnp.where(jnp.isfinite(v), v, 0.0)
+    lam_rel = jnp.expm1(safe(log_tbar - lo_t)) / jnp.where(span > 0, jnp.expm1(safe(span)), 1.0)
+    lam_zero = jnp.exp(safe(log_tbar - hi_t))  # t⁻ = 0: λ = t̄/t⁺
+    lam = jnp.where(from_zero, lam_zero, jnp.where(span > 0, lam_rel, 0.0))
+    lam = jnp.clip(lam, 0.0, 1.0)
+    chord = jnp.where(finite_hi, h_lo + lam * (h_hi - h_lo), h_lo)
+    # rounding of t̄ (relative ρ + rounding of its log) through λ: Δλ = t̄·Δ/(t⁺ − t⁻)
+    d_tbar = rho + 4.0 * _EPS * (1.0 + jnp.abs(safe(log_tbar)))
+    tbar_over_span = jnp.where(from_zero, lam_zero,
+                               jnp.exp(safe(log_tbar - lo_t)) / jnp.where(
+                                   span > 0, jnp.expm1(safe(span)), 1.0))
+    err_lam = jnp.where(finite_hi & (span > 0), (h_lo - h_hi) * tbar_over_span * d_tbar, 0.0)
+    p = jnp.exp(log_p)
+    eta_cell = jnp.maximum(eta_ends[..., :-1], eta_ends[..., 1:])
+    up_cell = p * (chord * (1.0 + rho + eta_cell) + err_lam)
+    n_terms = log_p.shape[-1]
+    upper = jnp.sum(up_cell, axis=-1) * (1.0 + 2.0 * n_terms * _EPS)
+    if not with_lower:
+        return upper, None, None
+    h_bar, eta_bar = _log_one_step(qe, se, log_tbar, remove)
+    h_bar = jnp.exp(h_bar)
+    # the lower side: |h'(t̄)| ≤ the chord slope of the neighbour towards smaller t
+    slope = jnp.where(finite_hi & (span > 0),
+                      (h_lo - h_hi) / jnp.where(span > 0, jnp.exp(safe(lo_t)) * jnp.expm1(
+                          safe(span)), 1.0), 0.0)
+    slope = jnp.where(from_zero, (h_lo - h_hi) / jnp.exp(safe(hi_t)), slope)
+    nb = jnp.where(remove, jnp.roll(slope, -1, axis=-1), jnp.roll(slope, 1, axis=-1))
+    nb = jnp.maximum(nb, slope)  # the end cells (rolled around) keep their own slope
+    err_bar = nb * jnp.exp(safe(log_tbar)) * d_tbar
+    low_cell = p * (h_bar * (1.0 - rho - eta_bar) - err_bar)
+    lower = jnp.maximum(jnp.sum(low_cell, axis=-1) * (1.0 - 2.0 * n_terms * _EPS), 0.0)
+    return upper, lower, up_cell - p * h_bar
+
+
+def _uniform_edges(sigma, count):
+    """(2, n, count + 1) cell edges: ±∞ at the ends, uniform on the window between."""
+    inner = jnp.linspace(0.0, 1.0, count - 1)
+    lo, hi = -_WINDOW * sigma, 1.0 + _WINDOW * sigma
+    x = lo[:, None] + (hi - lo)[:, None] * inner
+    inf = jnp.full(sigma.shape + (1,), jnp.inf)
+    return jnp.broadcast_to(jnp.concatenate([-inf, x, inf], -1), (2,) + x.shape[:1] + (count + 1,))
+
+
+def _placed_edges(q, sigma, eps):
+    """(2, n, CELLS + 1) edges that spread the first pass's gaps evenly (its third root)."""
+    first = _uniform_edges(sigma, _FIRST_CELLS)
+    _, _, gap = _bracket(q, sigma, eps, first)
+    inner = gap[..., 1:-1]  # the window's cells
+    w = jnp.cbrt(jnp.maximum(inner, 0.0) / jnp.maximum(jnp.max(inner, -1, keepdims=True),
+                                                       1e-300)) + _FLOOR
+    cum = jnp.concatenate([jnp.zeros(w.shape[:-1] + (1,)), jnp.cumsum(w, -1)], -1)
+    target = jnp.linspace(0.0, 1.0, CELLS - 1) * cum[..., -1:]
+    x = first[..., 1:-1]
+    placed = jax.vmap(jax.vmap(jnp.interp))(target, cum, x)
+    inf = jnp.full(placed.shape[:-1] + (1,), jnp.inf)
+    return jnp.concatenate([-inf, placed, inf], -1)
+
+
+def delta_bounds(q, sigma, eps, with_lower=True):
+    """Upper and lower bounds of δ_2(ε) per direction, ``(2, n)`` each (axis 0: remove, add;
+    ``with_lower=False``: the lower is None).
+
+    Args:
+      q, sigma: ``(n,)`` one step's rate in (0, 1) and noise multiplier (> 0).
+      eps: ``(n,)`` ε ≥ 0.
+    """
+    return _bracket(q, sigma, eps, _placed_edges(q, sigma, eps), with_lower)[:2]
+
+
+@jax.jit
+def log_delta(q, sigma, eps):
+    """(log δ_rem, log δ_add, relative error bound) of two steps at ε, ``(n,)`` each: the
+    upper sums of :func:`delta_bounds`; the bound is err/est of the bracket of max(δ_rem,
+    δ_add) about its midpoint, (U − L)/(U + L), as the line integral states its own (the
+    truth is at least U·(1 − rel)/(1 + rel) = L)."""
+    upper, lower = delta_bounds(q, sigma, eps)
+    top, bottom = jnp.max(upper, 0), jnp.max(lower, 0)
+    rel = (top - bottom) / jnp.where(top > 0, top + bottom, 1.0)  # err/est about the midpoint
+    with np.errstate(divide="ignore"):
+        return jnp.log(upper[0]), jnp.log(upper[1]), jnp.where(top == 0, 0.0, rel)
+
+
+@jax.jit
+def epsilon(q, sigma, log_delta_target, eps_hi):
+    """The smallest ε found whose upper bound of δ_2 is within ``exp(log_delta_target)``.
+
+    An Illinois search on [0, ε_hi] for the root of log(upper δ_2) − log δ; every ε it
+    returns had its own upper sum within δ (sound), and its relative error bound comes from
+    the lower sum at ε·(1 − r), r = 1.5× the gap's share of the slope (where that lower sum
+    is still above δ, the true ε lies above ε·(1 − r)).
+
+    Args:
+      q, sigma: ``(n,)`` as in :func:`delta_bounds`.
+      log_delta_target: ``(n,)`` log δ.
+      eps_hi: ``(n,)`` a sound upper bound of ε (RDP's), finite and > 0.
+
+    Returns:
+      ``(ε, rel, ok)``: ``ok`` false where the upper sum is above δ even at ε_hi (keep the
+      fallback there); ``ε = 0`` where the upper sum at 0 is within δ.
+    """
+    def f(e):
+        upper, _ = delta_bounds(q, sigma, e, with_lower=False)
+        return jnp.log(jnp.max(upper, 0)) - log_delta_target
+
+    f_hi, f_zero = f(eps_hi), f(jnp.zeros_like(eps_hi))
+    ok = f_hi <= 0
+
+    def body(_, state):
+        a, fa, b, fb, side = state  # f(a) > 0 ≥ f(b); b is always sound
+        fa_, fb_ = jnp.minimum(fa, 1e300), jnp.maximum(fb, -1e300)
+        c = b - fb_ * (b - a) / (fb_ - fa_)
+        c = jnp.where(jnp.isfinite(c) & (c > a) & (c < b), c, 0.5 * (a + b))
+        fc = f(c)
+        right = fc <= 0  # c becomes b
+        # Illinois: halve the kept end's value when the same end is kept twice
+        fa = jnp.where(right, jnp.where(side == 1, 0.5 * fa, fa), fc)
+        fb = jnp.where(right, fc, jnp.where(side == -1, 0.5 * fb, fb))
+        a = jnp.where(right, a, c)
+        b = jnp.where(right, c, b)
+        return a, fa, b, fb, jnp.where(right, 1, -1).astype(side.dtype)
+
+    zero_ok = f_zero <= 0
+    state = (jnp.zeros_like(eps_hi), f_zero, eps_hi, f_hi, jnp.zeros(eps_hi.shape, jnp.int32))
+    b = jax.lax.fori_loop(0, _SEARCH, body, state)[2]
+    eps = jnp.where(zero_ok, 0.0, b)
+    # a lower end for the true ε: where the lower sum still exceeds δ
+    upper, lower = delta_bounds(q, sigma, eps)
+    gap = jnp.log(jnp.max(upper, 0)) - jnp.log(jnp.maximum(jnp.max(lower, 0), 1e-300))
+    # −d log δ/dε by a difference over 1e-4 of ε (the search's last bracket is too narrow)
+    probe = eps * (1.0 - _PROBE)
+    slope = jnp.maximum((f(probe) - f(eps)) / jnp.maximum(eps - probe, 1e-300), 1e-300)
+    step = jnp.minimum(1.5 * gap / slope + 1e-12 * eps, eps)
+    e_low = eps - step
+    _, lower_low = delta_bounds(q, sigma, e_low)
+    above = jnp.log(jnp.max(lower_low, 0)) > log_delta_target
+    rel = jnp.where(eps > 0, jnp.where(above, step / jnp.where(eps > 0, eps, 1.0), jnp.inf), 0.0)
+    return eps, rel, ok & jnp.isfinite(f_hi)

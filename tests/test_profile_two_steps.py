@@ -1,0 +1,96 @@
+"""Two sampled steps: the convexity bracket of :mod:`jaxrdp._two_steps` and the profile's use
+of it, against the frozen nested-quadrature references (``tests/data/profile_reference.csv``,
+mpmath-free double-precision quadrature of the one-step closed form, 10 digits) and the
+double-precision nested quadrature of ``profile_reference`` at further points."""
+
+import csv
+import pathlib
+
+import jax
+import numpy as np
+import pytest
+
+from jaxrdp import _two_steps, profile
+
+import profile_reference as ref
+
+DATA = pathlib.Path(__file__).parent / "data" / "profile_reference.csv"
+
+
+def _two_step_rows():
+    with open(DATA) as f:
+        rows = list(csv.DictReader(line for line in f if not line.startswith("#")))
+    rows = [r for r in rows if r["steps"] == "2" and float(r["q"]) < 1.0]
+    assert len(rows) == 3, rows
+    return rows
+
+
+ROWS = _two_step_rows()
+Q = np.array([float(r["q"]) for r in ROWS])
+SIGMA = np.array([float(r["sigma"]) for r in ROWS])
+EPS = np.array([float(r["epsilon"]) for r in ROWS])
+REMOVE = np.array([float(r["delta_remove"]) for r in ROWS])
+ADD = np.array([float(r["delta_add"]) for r in ROWS])
+DELTA = np.array([float(r["delta"]) for r in ROWS])
+REF_REL = 1e-9  # the rows' 10 digits
+
+
+@pytest.mark.slow
+def test_bracket_holds_each_direction_of_the_references():
+    # both sums bracket both directions (q = 0.0107, σ = 1.97, ε = 0.02: δ_add = 3.4e-17; the
+    # other rows' add direction is exactly 0: ε ≥ −2 log(1 − q)); measured gaps (U − L)/U
+    # 9.0e-7, 3.9e-7, 1.3e-6 (remove), 8.7e-6 (that add, 1e-13 of the remove direction)
+    with jax.enable_x64(True):
+        upper, lower = (np.asarray(v) for v in _two_steps.delta_bounds(Q, SIGMA, EPS))
+    for k, want, gap in ((0, REMOVE, 3e-6), (1, ADD, 2e-5)):
+        assert np.all(upper[k] >= want * (1 - REF_REL)), (k, upper[k] / want)
+        assert np.all(lower[k] <= want * (1 + REF_REL)), (k, lower[k] / want)
+        pos = want > 0
+        assert np.all((upper[k] - lower[k])[pos] / upper[k][pos] < gap), (upper[k], lower[k])
+    assert np.all(upper[1][ADD == 0] == 0.0)
+
+
+@pytest.mark.slow
+def test_profile_of_two_steps_reaches_the_references():
+    # δ(ε): measured 6.0e-7, 2.6e-7, 8.4e-7 above the references, all PROFILE_OK (the line
+    # integral alone: 0.31, 9.5e-5, 5.4e-5 above, PROFILE_LOOSE); ε(δ) at the references' δ:
+    # 2.0e-7, 1.1e-7, 2.5e-7 above the references' ε
+    d = profile.delta(Q, SIGMA, 2, EPS)
+    got = np.asarray(d.delta)
+    assert np.all(got >= DELTA * (1 - REF_REL)), got / DELTA
+    assert np.all(got <= DELTA * (1 + 2e-6)), got / DELTA - 1
+    assert np.all(np.asarray(d.status) == profile.PROFILE_OK), d.status
+    assert np.all(np.asarray(d.rel_error) <= profile.TOLERANCE)
+    e = profile.epsilon(Q, SIGMA, 2, DELTA)
+    got = np.asarray(e.epsilon)
+    # ε at the reference δ: at least the reference ε (its δ is known to 10 digits, and
+    # |d log δ/d log ε| ≤ 40 here), within 1e-6 above
+    assert np.all(got >= EPS * (1 - 40 * REF_REL)), got / EPS
+    assert np.all(got <= EPS * (1 + 1e-6)), got / EPS - 1
+    assert np.all(np.asarray(e.status) == profile.PROFILE_OK), e.status
+    # the same runs as schedules of two single-step segments take the same path
+    seg = lambda v: np.stack([v, v], -1)
+    s = profile.delta_schedule(seg(Q), seg(SIGMA), np.ones((3, 2), int), EPS)
+    np.testing.assert_allclose(np.asarray(s.delta), np.asarray(d.delta), rtol=1e-12)
+
+
+@pytest.mark.slow
+def test_two_steps_against_the_nested_quadrature_at_random_points():
+    # q log-uniform in [1e-6, 0.9], σ in [0.4, 20], ε in [0.01, 5]; references where δ is
+    # in [1e-12, 0.5] (the quadrature's 6+ digits: compared to 1e-6). Never below the
+    # reference; where PROFILE_OK, within its stated error.
+    rng = np.random.default_rng(7)
+    q = 10 ** rng.uniform(-6, np.log10(0.9), 12)
+    s = 10 ** rng.uniform(np.log10(0.4), np.log10(20), 12)
+    e = 10 ** rng.uniform(-2, np.log10(5), 12)
+    want = np.array([max(ref.nested_quad_delta(qi, si, 2, ei, direction=d)
+                         for d in ("remove", "add")) for qi, si, ei in zip(q, s, e)])
+    keep = (want >= 1e-12) & (want <= 0.5)
+    assert keep.sum() >= 6, want
+    d = profile.delta(q[keep], s[keep], 2, e[keep])
+    got, want = np.asarray(d.delta), want[keep]
+    assert np.all(got >= want * (1 - 1e-6)), got / want - 1
+    ok = np.asarray(d.status) == profile.PROFILE_OK
+    assert ok.mean() >= 0.5, d.status
+    bound = 2 * np.asarray(d.rel_error)[ok] + 1e-6
+    assert np.all(got[ok] / want[ok] - 1 <= bound), (got[ok] / want[ok] - 1, bound)
