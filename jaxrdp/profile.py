@@ -1159,7 +1159,7 @@ def delta_schedule(q, sigma, steps, epsilon, *, tier: int | None = None) -> Prof
         la = xp.where(one, la1 + up, la)
         rel = xp.where(one, eta1, rel)
         two, q2, s2 = _two_step_runs(qf, sf, tf, xp)
-        if two.any():
+        if concrete and two.any():
             lr2, la2, rel2 = _on_runs(_two_steps.log_delta, two, (q2, s2, ef),
                                       (np.inf, np.inf, np.inf), concrete, _TWO_STEP_PIECE)
             (lr, la), rel = _tighter_log_delta((lr, la), rel, (lr2, la2), rel2)
@@ -1220,8 +1220,8 @@ def _epsilon_schedule(q, sigma, steps, delta, tier, epsilon_rdp):
         e_prof = xp.where(closed, e1, e_prof)
         rel = xp.where(closed, rel1, rel)
         two, q2, s2 = _two_step_runs(qf, sf, tf, xp)
-        two &= (e_rdp > 0) & (e_rdp < np.inf)
-        if two.any():
+        two = two & (e_rdp > 0) & (e_rdp < np.inf) if concrete else two
+        if concrete and two.any():
             e2, rel2, ok2 = _on_runs(_two_steps.epsilon, two,
                                      (q2, s2, np.log(positive), np.where(two, e_rdp, 1.0)),
                                      (np.inf, np.inf, False), concrete, _TWO_STEP_PIECE)
