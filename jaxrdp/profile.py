@@ -135,7 +135,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxrdp import _complex_moments as cm
-from jaxrdp import _one_step, _precision, _two_steps, _program_cache, _validate, conversions, kernels
+from jaxrdp import (_one_step, _precision, _program_cache, _two_steps, _validate, conversions,
+                    kernels)
 
 __all__ = [
     "PROFILE_LOOSE",
@@ -1068,7 +1069,8 @@ def _on_runs(fn, mask, args, fill, concrete, piece=None):
     idx = np.nonzero(mask)[0]
     if not idx.size:
         return [np.full(mask.shape, v) for v in fill]
-    size = min(_padded_size(idx.size, _FEW_RUNS), piece or idx.size + _FEW_RUNS)
+    size = _padded_size(idx.size, _FEW_RUNS)
+    size = min(size, piece) if piece else size
     res = _in_pieces(fn, [np.asarray(a)[idx] for a in args], size)
     out = [np.full(mask.shape, v, r.dtype) for v, r in zip(fill, res)]
     for o, r in zip(out, res):
