@@ -26,7 +26,9 @@ need the one-step closed form at |e| only.
 
 The bracket is the answer's error bound: δ(ε) is the chord sum (raised by the rounding of
 every term, :func:`_bracket`), its relative error bound is (upper − lower)/lower, and ε(δ)
-is searched on the upper sum (every evaluated ε whose upper sum is within δ is sound).
+is searched on the upper sum (every evaluated ε whose upper sum is within δ is sound): a
+coarse search on the first pass's cells places the cells once, and only t moves with ε on
+them after that.
 Float64 and concrete inputs only: :mod:`jaxrdp.profile` calls it on two-step runs of
 concrete calls.
 """
@@ -47,6 +49,8 @@ _FIRST_CELLS = 256  # uniform cells of the placing pass
 CELLS = 2048  # cells of the bracket
 _FLOOR = 1e-3  # every placing cell keeps this share of the largest weight
 _SEARCH = 12  # Illinois steps of the ε search on [0, ε_hi] (converged by 8 on the references)
+_NEAR = 1e-2  # the second search starts from [ε₀(1 − _NEAR), ε₀] where that brackets the root
+_SEARCH_FINE = 4  # its Illinois steps
 _PROBE = 1e-4  # relative step of the slope's difference quotient at the found ε
 
 
@@ -85,10 +89,11 @@ def _log_gauss_cells(mean, sigma, edges):
     return jnp.where(gap > 0, log_mass, -jnp.inf), rho
 
 
-def _cells(q, sigma, eps, edges):
-    """Per cell of one direction pair: log P_i, log t̄_i, log t at the cells' ends and the
-    masses' error bounds. ``edges``: (2, n, k+1) increasing, ±∞ at the ends; axis 0 is
-    (remove, add). Returns arrays of shape (2, n, k) (ends: (2, n, k+1))."""
+def _cells(q, sigma, edges):
+    """The ε-free part of the cells of one direction pair: log P_i, log Q_i − log P_i, the
+    loss ℓ at the cells' ends and the masses' error bounds. ``edges``: (2, n, k+1)
+    increasing, ±∞ at the ends; axis 0 is (remove, add). Returns arrays of shape (2, n, k)
+    (ℓ: (2, n, k+1)); :func:`_shift` adds ε."""
     q_, s_ = q[None, :], sigma[None, :]
     l0, r0 = _log_gauss_cells(jnp.zeros_like(q_), jnp.broadcast_to(s_, edges.shape[:2]), edges)
     l1, r1 = _log_gauss_cells(jnp.ones_like(q_), jnp.broadcast_to(s_, edges.shape[:2]), edges)
@@ -102,22 +107,28 @@ def _cells(q, sigma, eps, edges):
     x = jnp.where(jnp.isfinite(edges), edges, 0.0)
     ell = jnp.log1p(q_[..., None] * jnp.expm1((2.0 * x - 1.0) / (2.0 * s_[..., None] ** 2)))
     ell = jnp.where(edges == -jnp.inf, log_1mq, jnp.where(edges == jnp.inf, jnp.inf, ell))
-    ell = jnp.where(remove, ell, -ell)
+    return log_p, log_q_cell - log_p, jnp.where(remove, ell, -ell), rho
+
+
+def _shift(cells, eps):
+    """(log P_i, log t̄_i, log t at the ends, ρ) of :func:`_cells` at ε ``(n,)``:
+    t = e^{ε − ℓ}, t̄_i = e^ε Q_i/P_i."""
+    log_p, log_ratio, ell, rho = cells
     log_t = jnp.where(jnp.isinf(ell), -ell, eps[None, :, None] - ell)
-    log_tbar = eps[None, :, None] + log_q_cell - log_p
-    return log_p, log_tbar, log_t, rho
+    return log_p, eps[None, :, None] + log_ratio, log_t, rho
 
 
-def _bracket(q, sigma, eps, edges, with_lower=True):
+def _bracket(q, sigma, eps, cells, with_lower=True):
     """(upper, lower) sums of δ_2 per direction (2, n), and each cell's upper gap (2, n, k);
-    ``with_lower=False``: the upper sum only (lower and gaps None).
+    ``with_lower=False``: the upper sum only (lower and gaps None). ``cells``: :func:`_cells`
+    of any partition.
 
     The upper sum is raised and the lower lowered by the rounding of every term: the masses'
     (ρ, relative), the one-step values' (η, relative), and t̄'s through λ (upper) or through
     the slope of h at t̄ (lower; bounded by the chord slope of the next cell towards smaller
     t, h being convex).
     """
-    log_p, log_tbar, log_t, rho = _cells(q, sigma, eps, edges)
+    log_p, log_tbar, log_t, rho = _shift(cells, eps)
     remove = (jnp.arange(2) == 0)[:, None, None]
     qe, se = q[None, :, None], sigma[None, :, None]
     h_ends, eta_ends = _log_one_step(qe, se, log_t, remove)
@@ -177,7 +188,7 @@ def _uniform_edges(sigma, count):
 def _placed_edges(q, sigma, eps):
     """(2, n, CELLS + 1) edges that spread the first pass's gaps evenly (its third root)."""
     first = _uniform_edges(sigma, _FIRST_CELLS)
-    _, _, gap = _bracket(q, sigma, eps, first)
+    _, _, gap = _bracket(q, sigma, eps, _cells(q, sigma, first))
     inner = gap[..., 1:-1]  # the window's cells
     w = jnp.cbrt(jnp.maximum(inner, 0.0) / jnp.maximum(jnp.max(inner, -1, keepdims=True),
                                                        1e-300)) + _FLOOR
@@ -197,7 +208,7 @@ def delta_bounds(q, sigma, eps, with_lower=True):
       q, sigma: ``(n,)`` one step's rate in (0, 1) and noise multiplier (> 0).
       eps: ``(n,)`` ε ≥ 0.
     """
-    return _bracket(q, sigma, eps, _placed_edges(q, sigma, eps), with_lower)[:2]
+    return _bracket(q, sigma, eps, _cells(q, sigma, _placed_edges(q, sigma, eps)), with_lower)[:2]
 
 
 @jax.jit
@@ -209,37 +220,14 @@ def log_delta(q, sigma, eps):
     upper, lower = delta_bounds(q, sigma, eps)
     top, bottom = jnp.max(upper, 0), jnp.max(lower, 0)
     rel = (top - bottom) / jnp.where(top > 0, top + bottom, 1.0)  # err/est about the midpoint
-    with np.errstate(divide="ignore"):
-        return jnp.log(upper[0]), jnp.log(upper[1]), jnp.where(top == 0, 0.0, rel)
+    return jnp.log(upper[0]), jnp.log(upper[1]), jnp.where(top == 0, 0.0, rel)
 
 
-@jax.jit
-def epsilon(q, sigma, log_delta_target, eps_hi):
-    """The smallest ε found whose upper bound of δ_2 is within ``exp(log_delta_target)``.
-
-    An Illinois search on [0, ε_hi] for the root of log(upper δ_2) − log δ; every ε it
-    returns had its own upper sum within δ (sound), and its relative error bound comes from
-    the lower sum at ε·(1 − r), r = 1.5× the gap's share of the slope (where that lower sum
-    is still above δ, the true ε lies above ε·(1 − r)).
-
-    Args:
-      q, sigma: ``(n,)`` as in :func:`delta_bounds`.
-      log_delta_target: ``(n,)`` log δ.
-      eps_hi: ``(n,)`` a sound upper bound of ε (RDP's), finite and > 0.
-
-    Returns:
-      ``(ε, rel, ok)``: ``ok`` false where the upper sum is above δ even at ε_hi (keep the
-      fallback there); ``ε = 0`` where the upper sum at 0 is within δ.
-    """
-    def f(e):
-        upper, _ = delta_bounds(q, sigma, e, with_lower=False)
-        return jnp.log(jnp.max(upper, 0)) - log_delta_target
-
-    f_hi, f_zero = f(eps_hi), f(jnp.zeros_like(eps_hi))
-    ok = f_hi <= 0
-
+def _illinois(f, a, fa, b, fb, steps: int):
+    """``steps`` Illinois steps on [a, b] with f(a) > 0 ≥ f(b) (elementwise); the last b
+    (every b has f(b) ≤ 0)."""
     def body(_, state):
-        a, fa, b, fb, side = state  # f(a) > 0 ≥ f(b); b is always sound
+        a, fa, b, fb, side = state
         fa_, fb_ = jnp.minimum(fa, 1e300), jnp.maximum(fb, -1e300)
         c = b - fb_ * (b - a) / (fb_ - fa_)
         c = jnp.where(jnp.isfinite(c) & (c > a) & (c < b), c, 0.5 * (a + b))
@@ -252,19 +240,69 @@ def epsilon(q, sigma, log_delta_target, eps_hi):
         b = jnp.where(right, c, b)
         return a, fa, b, fb, jnp.where(right, 1, -1).astype(side.dtype)
 
-    zero_ok = f_zero <= 0
-    state = (jnp.zeros_like(eps_hi), f_zero, eps_hi, f_hi, jnp.zeros(eps_hi.shape, jnp.int32))
-    b = jax.lax.fori_loop(0, _SEARCH, body, state)[2]
-    eps = jnp.where(zero_ok, 0.0, b)
+    return jax.lax.fori_loop(0, steps, body, (a, fa, b, fb, jnp.zeros(a.shape, jnp.int32)))[2]
+
+
+@jax.jit
+def epsilon(q, sigma, log_delta_target, eps_hi):
+    """The smallest ε found whose upper bound of δ_2 is within ``exp(log_delta_target)``.
+
+    Two Illinois searches for the root of log(upper δ_2) − log δ: on the first pass's
+    uniform cells over [0, ε_hi], which places the cells at its root ε₀; then on those
+    cells (computed once: only t moves with ε), from [ε₀(1 − 10⁻²), ε₀] where that brackets
+    the root, else from [0, ε_hi]. Any partition gives a sound upper sum, so every ε the
+    second search keeps is sound. Its relative error bound comes from the lower sum at
+    ε·(1 − r), r = 1.5× the gap's share of the slope (where that lower sum is still above
+    δ, the true ε lies above ε·(1 − r)).
+
+    Args:
+      q, sigma: ``(n,)`` as in :func:`delta_bounds`.
+      log_delta_target: ``(n,)`` log δ.
+      eps_hi: ``(n,)`` a sound upper bound of ε (RDP's), finite and > 0.
+
+    Returns:
+      ``(ε, rel, ok)``: ``ok`` false where the upper sum is above δ even at ε_hi (keep the
+      fallback there); ``ε = 0`` where the upper sum at 0 is within δ.
+    """
+    def excess(cells):
+        def f(e):
+            upper = _bracket(q, sigma, e, cells, with_lower=False)[0]
+            return jnp.log(jnp.max(upper, 0)) - log_delta_target
+        return f
+
+    zero = jnp.zeros_like(eps_hi)
+    coarse = excess(_cells(q, sigma, _uniform_edges(sigma, _FIRST_CELLS)))
+    eps0 = _illinois(coarse, zero, coarse(zero), eps_hi, coarse(eps_hi), _SEARCH)
+    cells = _cells(q, sigma, _placed_edges(q, sigma, eps0))
+    f = excess(cells)
+    # the bracket from the first search where it holds on these cells (upper sums fall
+    # with ε on fixed cells, so the root is then > 0 and below ε_hi)
+    near = eps0 * (1.0 - _NEAR)
+    f_eps0, f_near = f(eps0), f(near)
+    narrow = (f_eps0 <= 0) & (f_near > 0)
+    every = jnp.all(narrow)
+    # elsewhere [0, ε_hi] (evaluated only where some run needs it)
+    f_hi, f_zero = jax.lax.cond(every, lambda: (f_eps0, f_near), lambda: (f(eps_hi), f(zero)))
+    a, fa = jnp.where(narrow, near, 0.0), jnp.where(narrow, f_near, f_zero)
+    b, fb = jnp.where(narrow, eps0, eps_hi), jnp.where(narrow, f_eps0, f_hi)
+    b = _illinois(f, a, fa, b, fb, _SEARCH_FINE)
+    eps = jnp.where(~narrow & (f_zero <= 0), 0.0, b)
+    ok = narrow | ((f_hi <= 0) & jnp.isfinite(f_hi))
     # a lower end for the true ε: where the lower sum still exceeds δ
-    upper, lower = delta_bounds(q, sigma, eps)
-    gap = jnp.log(jnp.max(upper, 0)) - jnp.log(jnp.maximum(jnp.max(lower, 0), 1e-300))
-    # −d log δ/dε by a difference over 1e-4 of ε (the search's last bracket is too narrow)
-    probe = eps * (1.0 - _PROBE)
-    slope = jnp.maximum((f(probe) - f(eps)) / jnp.maximum(eps - probe, 1e-300), 1e-300)
+    upper, lower, _ = _bracket(q, sigma, eps, cells)
+    f_eps = jnp.log(jnp.max(upper, 0)) - log_delta_target
+    gap = f_eps + log_delta_target - jnp.log(jnp.maximum(jnp.max(lower, 0), 1e-300))
+    # −d log δ/dε: the secant over the first bracket, else a difference over 1e-4 of ε
+    secant = (f_near - f_eps0) / jnp.maximum(eps0 - near, 1e-300)
+
+    def probed():
+        probe = eps * (1.0 - _PROBE)
+        return jnp.where(narrow, secant, (f(probe) - f_eps) / jnp.maximum(eps - probe, 1e-300))
+
+    slope = jnp.maximum(jax.lax.cond(every, lambda: secant, probed), 1e-300)
     step = jnp.minimum(1.5 * gap / slope + 1e-12 * eps, eps)
     e_low = eps - step
-    _, lower_low = delta_bounds(q, sigma, e_low)
+    _, lower_low, _ = _bracket(q, sigma, e_low, cells)
     above = jnp.log(jnp.max(lower_low, 0)) > log_delta_target
     rel = jnp.where(eps > 0, jnp.where(above, step / jnp.where(eps > 0, eps, 1.0), jnp.inf), 0.0)
-    return eps, rel, ok & jnp.isfinite(f_hi)
+    return eps, rel, ok
