@@ -50,7 +50,7 @@ CELLS = 2048  # cells of the bracket
 _FLOOR = 1e-3  # every placing cell keeps this share of the largest weight
 _SEARCH = 12  # Illinois steps of the ε search on [0, ε_hi] (converged by 8 on the references)
 _NEAR = 1e-2  # the second search starts from [ε₀(1 − _NEAR), ε₀] where that brackets the root
-_SEARCH_FINE = 4  # its Illinois steps
+_SEARCH_FINE = 4  # its Illinois steps (_SEARCH where a run of the call starts from 0)
 _PROBE = 1e-4  # relative step of the slope's difference quotient at the found ε
 
 
@@ -223,9 +223,9 @@ def log_delta(q, sigma, eps):
     return jnp.log(upper[0]), jnp.log(upper[1]), jnp.where(top == 0, 0.0, rel)
 
 
-def _illinois(f, a, fa, b, fb, steps: int):
-    """``steps`` Illinois steps on [a, b] with f(a) > 0 ≥ f(b) (elementwise); the last b
-    (every b has f(b) ≤ 0)."""
+def _illinois(f, a, fa, b, fb, steps):
+    """``steps`` (an int, or a traced one) Illinois steps on [a, b] with f(a) > 0 ≥ f(b) (elementwise); the last b and
+    f(b) (every b kept has f(b) ≤ 0 where the first had)."""
     def body(_, state):
         a, fa, b, fb, side = state
         fa_, fb_ = jnp.minimum(fa, 1e300), jnp.maximum(fb, -1e300)
@@ -240,7 +240,7 @@ def _illinois(f, a, fa, b, fb, steps: int):
         b = jnp.where(right, c, b)
         return a, fa, b, fb, jnp.where(right, 1, -1).astype(side.dtype)
 
-    return jax.lax.fori_loop(0, steps, body, (a, fa, b, fb, jnp.zeros(a.shape, jnp.int32)))[2]
+    return jax.lax.fori_loop(0, steps, body, (a, fa, b, fb, jnp.zeros(a.shape, jnp.int32)))[2:4]
 
 
 @jax.jit
@@ -250,7 +250,9 @@ def epsilon(q, sigma, log_delta_target, eps_hi):
     Two Illinois searches for the root of log(upper δ_2) − log δ: on the first pass's
     uniform cells over [0, ε_hi], which places the cells at its root ε₀; then on those
     cells (computed once: only t moves with ε), from [ε₀(1 − 10⁻²), ε₀] where that brackets
-    the root, else from [0, ε_hi]. Any partition gives a sound upper sum, so every ε the
+    the root, from [0, ε₀(1 − 10⁻²)] where the root lies below (then every run of the call
+    takes ``_SEARCH`` steps, not ``_SEARCH_FINE``); where it lies above ε₀, ε₀ is kept
+    (sound on the first pass's cells). Any partition gives a sound upper sum, so every ε the
     second search keeps is sound. Its relative error bound comes from the lower sum at
     ε·(1 − r), r = 1.5× the gap's share of the slope (where that lower sum is still above
     δ, the true ε lies above ε·(1 − r)).
@@ -261,8 +263,8 @@ def epsilon(q, sigma, log_delta_target, eps_hi):
       eps_hi: ``(n,)`` a sound upper bound of ε (RDP's), finite and > 0.
 
     Returns:
-      ``(ε, rel, ok)``: ``ok`` false where the upper sum is above δ even at ε_hi (keep the
-      fallback there); ``ε = 0`` where the upper sum at 0 is within δ.
+      ``(ε, rel, ok)``: ``ok`` false where the upper sums are above δ even at ε_hi (keep
+      the fallback there); ``ε = 0`` where an upper sum at 0 is within δ.
     """
     def excess(cells):
         def f(e):
@@ -272,34 +274,40 @@ def epsilon(q, sigma, log_delta_target, eps_hi):
 
     zero = jnp.zeros_like(eps_hi)
     coarse = excess(_cells(q, sigma, _uniform_edges(sigma, _FIRST_CELLS)))
-    eps0 = _illinois(coarse, zero, coarse(zero), eps_hi, coarse(eps_hi), _SEARCH)
+    f_zero_coarse = coarse(zero)
+    eps0, f_coarse = _illinois(coarse, zero, f_zero_coarse, eps_hi, coarse(eps_hi), _SEARCH)
     cells = _cells(q, sigma, _placed_edges(q, sigma, eps0))
     f = excess(cells)
-    # the bracket from the first search where it holds on these cells (upper sums fall
-    # with ε on fixed cells, so the root is then > 0 and below ε_hi)
+    # upper sums fall with ε on fixed cells: where the root on the placed cells lies within
+    # [ε₀(1 − _NEAR), ε₀], it is searched there; where it lies above ε₀, ε₀ itself (sound
+    # on the first pass's cells) is kept; where below, it is searched on [0, ε₀(1 − _NEAR)]
     near = eps0 * (1.0 - _NEAR)
     f_eps0, f_near = f(eps0), f(near)
-    narrow = (f_eps0 <= 0) & (f_near > 0)
-    every = jnp.all(narrow)
-    # elsewhere [0, ε_hi] (evaluated only where some run needs it)
-    f_hi, f_zero = jax.lax.cond(every, lambda: (f_eps0, f_near), lambda: (f(eps_hi), f(zero)))
+    at_zero = f_zero_coarse <= 0  # ε = 0 already on the first pass's cells
+    narrow = (f_eps0 <= 0) & (f_near > 0) & ~at_zero
+    coarse_kept = (f_coarse <= 0) & (f_eps0 > 0) & ~at_zero
+    below = (f_near <= 0) & ~at_zero
+    # (where f(ε₀) > 0 and the first pass was above δ even at ε_hi: not ok)
+    wide = jnp.any(below)  # f(0) and the longer search only where some run needs them
+    f_zero = jax.lax.cond(wide, lambda: f(zero), lambda: f_near)
     a, fa = jnp.where(narrow, near, 0.0), jnp.where(narrow, f_near, f_zero)
-    b, fb = jnp.where(narrow, eps0, eps_hi), jnp.where(narrow, f_eps0, f_hi)
-    b = _illinois(f, a, fa, b, fb, _SEARCH_FINE)
-    eps = jnp.where(~narrow & (f_zero <= 0), 0.0, b)
-    ok = narrow | ((f_hi <= 0) & jnp.isfinite(f_hi))
+    b, fb = jnp.where(narrow, eps0, near), jnp.where(narrow, f_eps0, f_near)
+    b = _illinois(f, a, fa, b, fb, jnp.where(wide, _SEARCH, _SEARCH_FINE))[0]
+    eps = jnp.where(at_zero | (below & (f_zero <= 0)), 0.0, jnp.where(coarse_kept, eps0, b))
+    ok = at_zero | narrow | coarse_kept | below
     # a lower end for the true ε: where the lower sum still exceeds δ
     upper, lower, _ = _bracket(q, sigma, eps, cells)
     f_eps = jnp.log(jnp.max(upper, 0)) - log_delta_target
     gap = f_eps + log_delta_target - jnp.log(jnp.maximum(jnp.max(lower, 0), 1e-300))
-    # −d log δ/dε: the secant over the first bracket, else a difference over 1e-4 of ε
+    # −d log δ/dε: the secant over [ε₀(1 − _NEAR), ε₀], or (where ε lies below) a difference
+    # over 1e-4 of ε
     secant = (f_near - f_eps0) / jnp.maximum(eps0 - near, 1e-300)
 
     def probed():
         probe = eps * (1.0 - _PROBE)
-        return jnp.where(narrow, secant, (f(probe) - f_eps) / jnp.maximum(eps - probe, 1e-300))
+        return jnp.where(below, (f(probe) - f_eps) / jnp.maximum(eps - probe, 1e-300), secant)
 
-    slope = jnp.maximum(jax.lax.cond(every, lambda: secant, probed), 1e-300)
+    slope = jnp.maximum(jax.lax.cond(wide, probed, lambda: secant), 1e-300)
     step = jnp.minimum(1.5 * gap / slope + 1e-12 * eps, eps)
     e_low = eps - step
     _, lower_low, _ = _bracket(q, sigma, e_low, cells)

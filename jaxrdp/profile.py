@@ -107,7 +107,7 @@ end. The line integral cancels most there (T = 2 was 16% ``PROFILE_OK`` across t
 on three nested-quadrature references δ went from 0.31, 9.5e-5 and 5.4e-5 above the truth
 (``PROFILE_LOOSE``) to 6.0e-7, 2.6e-7 and 8.4e-7 (``PROFILE_OK``); on 256 random T = 2 runs
 across the domain, ε(δ) within 1e-6 went from 39% to 63% and RDP fallbacks from 3.9% to none.
-It costs about 80 ms per run for δ(ε) and 60 ms for ε(δ) on a 2 vCPU CPU (a coarse search,
+It costs about 35 ms per run for δ(ε) and 70 ms for ε(δ) on a 2 vCPU CPU (a coarse search,
 then four Illinois steps on cells placed once), and one compilation of each program.
 
 ε(δ): Newton on log δ_up(ε) along the line (only e^{−zε} changes with ε), then the smallest of
