@@ -224,8 +224,8 @@ def log_delta(q, sigma, eps):
 
 
 def _illinois(f, a, fa, b, fb, steps):
-    """``steps`` (an int, or a traced one) Illinois steps on [a, b] with f(a) > 0 ≥ f(b) (elementwise); the last b and
-    f(b) (every b kept has f(b) ≤ 0 where the first had)."""
+    """``steps`` (an int, or a traced one) Illinois steps on [a, b] with f(a) > 0 ≥ f(b)
+    (elementwise); the last b and f(b) (every b kept has f(b) ≤ 0 where the first had)."""
     def body(_, state):
         a, fa, b, fb, side = state
         fa_, fb_ = jnp.minimum(fa, 1e300), jnp.maximum(fb, -1e300)
