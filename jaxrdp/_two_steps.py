@@ -185,10 +185,18 @@ def _uniform_edges(sigma, count):
     return jnp.broadcast_to(jnp.concatenate([-inf, x, inf], -1), (2,) + x.shape[:1] + (count + 1,))
 
 
-def _placed_edges(q, sigma, eps):
-    """(2, n, CELLS + 1) edges that spread the first pass's gaps evenly (its third root)."""
-    first = _uniform_edges(sigma, _FIRST_CELLS)
-    _, _, gap = _bracket(q, sigma, eps, _cells(q, sigma, first))
+def _first_pass(q, sigma):
+    """The placing pass's uniform edges (:data:`_FIRST_CELLS` cells) and their
+    :func:`_cells`."""
+    edges = _uniform_edges(sigma, _FIRST_CELLS)
+    return edges, _cells(q, sigma, edges)
+
+
+def _placed_edges(q, sigma, eps, first):
+    """(2, n, CELLS + 1) edges that spread the gaps of the first pass (:func:`_first_pass`)
+    at ε evenly (their third root)."""
+    first, first_cells = first
+    _, _, gap = _bracket(q, sigma, eps, first_cells)
     inner = gap[..., 1:-1]  # the window's cells
     w = jnp.cbrt(jnp.maximum(inner, 0.0) / jnp.maximum(jnp.max(inner, -1, keepdims=True),
                                                        1e-300)) + _FLOOR
@@ -208,7 +216,8 @@ def delta_bounds(q, sigma, eps, with_lower=True):
       q, sigma: ``(n,)`` one step's rate in (0, 1) and noise multiplier (> 0).
       eps: ``(n,)`` ε ≥ 0.
     """
-    return _bracket(q, sigma, eps, _cells(q, sigma, _placed_edges(q, sigma, eps)), with_lower)[:2]
+    edges = _placed_edges(q, sigma, eps, _first_pass(q, sigma))
+    return _bracket(q, sigma, eps, _cells(q, sigma, edges), with_lower)[:2]
 
 
 @jax.jit
@@ -273,10 +282,11 @@ def epsilon(q, sigma, log_delta_target, eps_hi):
         return f
 
     zero = jnp.zeros_like(eps_hi)
-    coarse = excess(_cells(q, sigma, _uniform_edges(sigma, _FIRST_CELLS)))
+    first = _first_pass(q, sigma)
+    coarse = excess(first[1])
     f_zero_coarse = coarse(zero)
     eps0, f_coarse = _illinois(coarse, zero, f_zero_coarse, eps_hi, coarse(eps_hi), _SEARCH)
-    cells = _cells(q, sigma, _placed_edges(q, sigma, eps0))
+    cells = _cells(q, sigma, _placed_edges(q, sigma, eps0, first))
     f = excess(cells)
     # upper sums fall with ε on fixed cells: where the root on the placed cells lies within
     # [ε₀(1 − _NEAR), ε₀], it is searched there; where it lies above ε₀, ε₀ itself (sound
