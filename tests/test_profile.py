@@ -17,6 +17,13 @@ import profile_reference as ref
 DATA = pathlib.Path(__file__).parent / "data" / "profile_reference.csv"
 
 
+#: The moments on a line compiled whole (static node count). Called eagerly, the hundreds of
+#: operations of the moments and of the line's bounds each compile on their own: a line took
+#: 41 s eagerly and 1.7 s jitted. (Tests with several node counts and few nodes stay eager:
+#: there the operations' compilations are shared and one program per count cost more.)
+_LOG_MOMENT_LINE = jax.jit(cm.log_moment_line, static_argnums=5)
+
+
 def _rows():
     with open(DATA) as f:
         lines = [line for line in f if not line.startswith("#")]
@@ -39,8 +46,8 @@ def test_complex_moments_match_mpmath(direction):
         import jax.numpy as jnp
         for q, s, c, us in cases:
             d = jnp.array(cm.REMOVE if direction == "remove" else cm.ADD)
-            lm, eta = cm.log_moment_line(jnp.array(q), jnp.array(s), jnp.array(c), d,
-                                         jnp.array(us), 513)
+            lm, eta = _LOG_MOMENT_LINE(jnp.array(q), jnp.array(s), jnp.array(c), d,
+                                       jnp.array(us), 513)
             for k, u in enumerate(us):
                 exact = complex(_mp_log_moment(q, s, mp.mpc(c, u), direction))
                 got = np.exp(complex(lm[k]))
@@ -442,8 +449,9 @@ def test_envelope_bounds_the_tilted_characteristic_function():
         q = jnp.array([c[0] for c in cases])[:, None]
         s = jnp.array([c[1] for c in cases])[:, None]
         c = jnp.broadcast_to(jnp.array([c[2] for c in cases]), (2, len(cases)))
-        line = profile._line(q, s, jnp.ones_like(q), c, jnp.ones_like(c), *profile.TIERS[1])
-        env = np.exp(np.asarray(profile._log_envelope(line, jnp.broadcast_to(jnp.array(us), (2, len(cases), len(us))))))
+        envelope = jax.jit(lambda q, s, c, u: profile._log_envelope(
+            profile._line(q, s, jnp.ones_like(q), c, jnp.ones_like(c), *profile.TIERS[1]), u))
+        env = np.exp(np.asarray(envelope(q, s, c, jnp.broadcast_to(jnp.array(us), (2, len(cases), len(us))))))
     tightest = np.inf
     for i, (qq, ss, cc) in enumerate(cases):
         for j, direction in enumerate((cm.REMOVE, cm.ADD)):
@@ -634,8 +642,10 @@ def test_split_bounds_where_the_tv_term_underflows():
     with jax.enable_x64(True):
         import jax.numpy as jnp
         q, s, t = (v[:1] for v in _FEW_SAMPLED)
-        c, centre = profile._laplace_centre(q, s, t, np.log(np.full(1, 1e-5)))
-        log_v = np.asarray(profile._line(q, s, t, c, centre, *profile.TIERS[0]).log_v)
+        line = jax.jit(lambda q, s, t: profile._line(
+            q, s, t, *profile._laplace_centre(q, s, t, jnp.log(jnp.full(1, 1e-5))),
+            *profile.TIERS[0]))
+        log_v = np.asarray(line(q, s, t).log_v)
         split = lambda *v: jnp.array(v).reshape(1, 1, 1, 2)  # (directions, runs, segments, K)
         fields = dict.fromkeys(profile._Line._fields)
         fields.update(w=split(0.3, 0.9), log_v=split(-700.0, np.log(2.0)),
