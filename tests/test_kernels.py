@@ -574,7 +574,6 @@ def _bad_cells_as_named(name, n_bad):
     return 0 < n_bad <= _grid.PATCH_CELLS if name == "patched" else n_bad > _grid.PATCH_CELLS
 
 
-@pytest.mark.slow
 def test_float32_big_integer_orders_by_windows_every_branch():
     # Orders from 256 on are summed over their head and tail windows; cells where the middle
     # matters take every term, PATCH_CELLS at a time. Chunks with no such cell, a few, and

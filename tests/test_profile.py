@@ -436,7 +436,6 @@ def _tilted_cf(q, s, c, direction, us):
     return np.array([abs(np.sum(w * np.exp(1j * u * sign * ell))) for u in us]) / np.sum(w)
 
 
-@pytest.mark.slow
 def test_envelope_bounds_the_tilted_characteristic_function():
     """The line's envelope bound on |M(c+iu)|/M(c) (quartic, split points, their left parts'
     moments) is never below the true value, checked against a 400 001-node trapezoid rule for
@@ -628,7 +627,6 @@ _FEW_SAMPLED = (np.array([[0.002795], [0.001507]]), np.array([[0.76], [1.08]]),
                 np.array([[4.0], [143.0]]))
 
 
-@pytest.mark.slow
 def test_split_bounds_where_the_tv_term_underflows():
     """The add line of a few-sampled run (q = 0.002795, σ = 0.76, T = 4, saddle c ≈ 3 000) has
     split points whose TV term v underflows: the line keeps log v ≥ −700 (a larger v only
