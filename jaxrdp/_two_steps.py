@@ -50,7 +50,7 @@ CELLS = 2048  # cells of the bracket
 _FLOOR = 1e-3  # every placing cell keeps this share of the largest weight
 _SEARCH = 12  # Illinois steps of the ε search on [0, ε_hi] (converged by 8 on the references)
 _NEAR = 1e-2  # the second search starts from [ε₀(1 − _NEAR), ε₀] where that brackets the root
-_SEARCH_FINE = 4  # its Illinois steps (_SEARCH where a run of the call starts from 0)
+_SEARCH_FINE = 4  # its Illinois steps (_SEARCH where the root lies below it)
 _PROBE = 1e-4  # relative step of the slope's difference quotient at the found ε
 
 
@@ -233,9 +233,13 @@ def log_delta(q, sigma, eps):
 
 
 def _illinois(f, a, fa, b, fb, steps):
-    """``steps`` (an int, or a traced one) Illinois steps on [a, b] with f(a) > 0 ≥ f(b)
-    (elementwise); the last b and f(b) (every b kept has f(b) ≤ 0 where the first had)."""
-    def body(_, state):
+    """``steps`` Illinois steps on [a, b] with f(a) > 0 ≥ f(b) (elementwise); the last b and
+    f(b) (every b kept has f(b) ≤ 0 where the first had). ``steps``: an int, or per element
+    (an element stops after its own count, so its result does not depend on the others)."""
+    steps = jnp.broadcast_to(jnp.asarray(steps), a.shape)
+
+    def body(i, state):
+        a0, fa0, b0, fb0, side0 = state
         a, fa, b, fb, side = state
         fa_, fb_ = jnp.minimum(fa, 1e300), jnp.maximum(fb, -1e300)
         c = b - fb_ * (b - a) / (fb_ - fa_)
@@ -247,9 +251,12 @@ def _illinois(f, a, fa, b, fb, steps):
         fb = jnp.where(right, fc, jnp.where(side == -1, 0.5 * fb, fb))
         a = jnp.where(right, a, c)
         b = jnp.where(right, c, b)
-        return a, fa, b, fb, jnp.where(right, 1, -1).astype(side.dtype)
+        new = (a, fa, b, fb, jnp.where(right, 1, -1).astype(side.dtype))
+        live = i < steps
+        return tuple(jnp.where(live, v, v0) for v, v0 in zip(new, (a0, fa0, b0, fb0, side0)))
 
-    return jax.lax.fori_loop(0, steps, body, (a, fa, b, fb, jnp.zeros(a.shape, jnp.int32)))[2:4]
+    state = (a, fa, b, fb, jnp.zeros(a.shape, jnp.int32))
+    return jax.lax.fori_loop(0, jnp.max(steps), body, state)[2:4]
 
 
 @jax.jit
@@ -259,8 +266,9 @@ def epsilon(q, sigma, log_delta_target, eps_hi):
     Two Illinois searches for the root of log(upper δ_2) − log δ: on the first pass's
     uniform cells over [0, ε_hi], which places the cells at its root ε₀; then on those
     cells (computed once: only t moves with ε), from [ε₀(1 − 10⁻²), ε₀] where that brackets
-    the root, from [0, ε₀(1 − 10⁻²)] where the root lies below (then every run of the call
-    takes ``_SEARCH`` steps, not ``_SEARCH_FINE``); where it lies above ε₀, ε₀ is kept
+    the root (``_SEARCH_FINE`` steps), from [0, ε₀(1 − 10⁻²)] where the root lies below
+    (``_SEARCH`` steps; each run's result is its own, whatever the others in the call
+    need); where it lies above ε₀, ε₀ is kept
     (sound on the first pass's cells). Any partition gives a sound upper sum, so every ε the
     second search keeps is sound. Its relative error bound comes from the lower sum at
     ε·(1 − r), r = 1.5× the gap's share of the slope (where that lower sum is still above
@@ -302,7 +310,7 @@ def epsilon(q, sigma, log_delta_target, eps_hi):
     f_zero = jax.lax.cond(wide, lambda: f(zero), lambda: f_near)
     a, fa = jnp.where(narrow, near, 0.0), jnp.where(narrow, f_near, f_zero)
     b, fb = jnp.where(narrow, eps0, near), jnp.where(narrow, f_eps0, f_near)
-    b = _illinois(f, a, fa, b, fb, jnp.where(wide, _SEARCH, _SEARCH_FINE))[0]
+    b = _illinois(f, a, fa, b, fb, jnp.where(below, _SEARCH, _SEARCH_FINE))[0]
     eps = jnp.where(at_zero | (below & (f_zero <= 0)), 0.0, jnp.where(coarse_kept, eps0, b))
     ok = at_zero | narrow | coarse_kept | below
     # a lower end for the true ε: where the lower sum still exceeds δ
