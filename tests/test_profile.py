@@ -607,17 +607,19 @@ def test_single_step_runs_are_exact_in_closed_form():
 @pytest.mark.slow
 def test_single_step_gradient_and_jit():
     """Derivatives of the closed-form ε by the implicit function theorem: central finite
-    differences agree to 1e-6 relative; under jit (x64) the value is the eager one."""
+    differences of the eager values agree to 1e-6 relative; under jit (x64) the value is the
+    eager one. (Value and derivatives come from one jitted program: with the derivatives
+    taken eagerly, op by op, and a jitted value apart the test took 82 s, now 55 s.)"""
     with jax.enable_x64(True):
         def eps(q, sigma):
             return profile.epsilon(q, sigma, 1, 1e-5).epsilon
 
-        dq, ds = jax.grad(eps, argnums=(0, 1))(0.002795, 0.76)
+        value, (dq, ds) = jax.jit(jax.value_and_grad(eps, argnums=(0, 1)))(0.002795, 0.76)
         h = 1e-6
         fd_q = (eps(0.002795 * (1 + h), 0.76) - eps(0.002795 * (1 - h), 0.76)) / (2 * h * 0.002795)
         fd_s = (eps(0.002795, 0.76 * (1 + h)) - eps(0.002795, 0.76 * (1 - h))) / (2 * h * 0.76)
         np.testing.assert_allclose([float(dq), float(ds)], [float(fd_q), float(fd_s)], rtol=1e-6)
-        assert float(jax.jit(eps)(0.002795, 0.76)) == float(eps(0.002795, 0.76))
+        assert float(value) == float(eps(0.002795, 0.76))
 
 
 # two few-sampled runs (q·T = 0.011 and 0.22): their ε lies beyond the add direction's
