@@ -239,7 +239,6 @@ def _illinois(f, a, fa, b, fb, steps):
     steps = jnp.broadcast_to(jnp.asarray(steps), a.shape)
 
     def body(i, state):
-        a0, fa0, b0, fb0, side0 = state
         a, fa, b, fb, side = state
         fa_, fb_ = jnp.minimum(fa, 1e300), jnp.maximum(fb, -1e300)
         c = b - fb_ * (b - a) / (fb_ - fa_)
@@ -253,7 +252,7 @@ def _illinois(f, a, fa, b, fb, steps):
         b = jnp.where(right, c, b)
         new = (a, fa, b, fb, jnp.where(right, 1, -1).astype(side.dtype))
         live = i < steps
-        return tuple(jnp.where(live, v, v0) for v, v0 in zip(new, (a0, fa0, b0, fb0, side0)))
+        return tuple(jnp.where(live, v, v0) for v, v0 in zip(new, state))
 
     state = (a, fa, b, fb, jnp.zeros(a.shape, jnp.int32))
     return jax.lax.fori_loop(0, jnp.max(steps), body, state)[2:4]
