@@ -20,11 +20,12 @@ import numpy as np
 from jaxrdp import profile
 
 
-def pld_epsilon(q, sigma, steps, delta, pessimistic=True):
+def pld_epsilon(q, sigma, steps, delta, interval=1e-4):
+    """dp_accounting's PLD ε (pessimistic) at ``value_discretization_interval`` ``interval``."""
     from dp_accounting import dp_event
     from dp_accounting.pld import pld_privacy_accountant as pld
 
-    acc = pld.PLDAccountant(value_discretization_interval=1e-4)
+    acc = pld.PLDAccountant(value_discretization_interval=interval)
     acc.compose(dp_event.PoissonSampledDpEvent(q, dp_event.GaussianDpEvent(sigma)), int(steps))
     return acc.get_epsilon(delta)
 

@@ -110,6 +110,15 @@ across the domain, ε(δ) within 1e-6 went from 39% to 63% and RDP fallbacks fro
 It costs about 35 ms per run for δ(ε) and 70 ms for ε(δ) on a 2 vCPU CPU (a coarse search,
 then four Illinois steps on cells placed once), and one compilation of each program.
 
+Where the answer has no lower end after all of the above (its error bound at least its
+estimate: few sampled steps, the line cancelling), single-segment runs at q < 1 (concrete
+float64 calls) also take :mod:`jaxrdp._split_chernoff`: a Chernoff bound of δ with the rare
+large losses split off (the event that some step's output leaves a set K counted in full,
+E_P[e^{cℓ}; K]^T bounded by chords on cells), minimised over c and K; the smaller sound
+answer is kept, still ``PROFILE_LOOSE`` (it has no lower end either). The line's ε there
+was measured at 5–47 times dp_accounting's PLD ε in the median across the domain (up to
+1.2e4 times); see ``benchmarks/README.md`` for the same runs with the split bound.
+
 ε(δ): Newton on log δ_up(ε) along the line (only e^{−zε} changes with ε), then the smallest of
 a few points just above the root at which the bounded δ of both directions is verified ≤ δ.
 Where the estimate is not positive (its error bound dominates, as where the line is only
@@ -135,8 +144,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxrdp import _complex_moments as cm
-from jaxrdp import (_one_step, _precision, _program_cache, _two_steps, _validate, conversions,
-                    kernels)
+from jaxrdp import (_one_step, _precision, _program_cache, _split_chernoff, _two_steps,
+                    _validate, conversions, kernels)
 
 __all__ = [
     "PROFILE_LOOSE",
@@ -1019,6 +1028,30 @@ def _two_step_runs(qf, sf, tf, xp):
 
 #: runs per call of :mod:`jaxrdp._two_steps` (its cells: 2 × 2 049 per run and direction)
 _TWO_STEP_PIECE = 16
+#: runs per call of :mod:`jaxrdp._split_chernoff` (2 × 24 × 2 049 terms per run and pass)
+_SPLIT_PIECE = 8
+
+
+def _split_runs(qf, sf, tf, unbounded):
+    """Runs of one sampled segment at q < 1 (concrete float64 calls) among ``unbounded``
+    ``(n,)``, and that segment's q, σ and T: the ones :mod:`jaxrdp._split_chernoff` also
+    bounds; the smaller sound answer is kept.
+
+    ``unbounded``: the runs whose answer has no lower end (relative error bound ≥ 1: the
+    line's error bound above its estimate). Where few steps are sampled the split bound is
+    there far tighter than the line; elsewhere it is not: on the 51 runs of
+    ``benchmarks/bench_profile.py``'s first 2 048 that end ``PROFILE_LOOSE``, it was smaller
+    on 5, all without a lower end (ε 0.40–0.99 times the line's), and 1.09–1.42 times the line's
+    ε on the 43 with a finite bound (e.g. 1.35 at a bound of 0.69), at 26 ms per run.
+    """
+    if qf.dtype != np.float64:
+        return np.zeros(qf.shape[0], bool), None, None, None
+    sampled = (qf > 0) & (tf > 0)
+    first = np.argmax(sampled, -1)
+    at = lambda v, fill: np.where(sampled.any(-1), v[np.arange(v.shape[0]), first], fill)
+    q1, s1, t1 = at(qf, 0.5), at(sf, 1.0), at(tf, 1.0)
+    runs = (np.sum(sampled, -1) == 1) & (q1 < 1.0) & unbounded
+    return runs, np.where(runs, q1, 0.5), np.where(runs, s1, 1.0), np.where(runs, t1, 1.0)
 
 
 def _tighter_log_delta(log_a, rel_a, log_b, rel_b):
@@ -1051,6 +1084,7 @@ def _tighter_epsilon(eps_a, rel_a, eps_b, rel_b):
 
 
 _one_step_epsilon = jax.jit(_one_step.epsilon)
+_split_epsilon = lambda *args: (_split_chernoff.epsilon(*args),)  # noqa: E731 (one output)
 _one_step_log_delta = jax.jit(_one_step.log_delta)
 
 
@@ -1165,6 +1199,14 @@ def delta_schedule(q, sigma, steps, epsilon, *, tier: int | None = None) -> Prof
             lr2, la2, rel2 = _on_runs(_two_steps.log_delta, two, (q2, s2, ef),
                                       (np.inf, np.inf, np.inf), concrete, _TWO_STEP_PIECE)
             (lr, la), rel = _tighter_log_delta((lr, la), rel, (lr2, la2), rel2)
+        if concrete:
+            split, q3, s3, t3 = _split_runs(qf, sf, tf, ~(rel < 1.0) & np.isfinite(ef))
+            if split.any():
+                lr3, la3 = _on_runs(_split_chernoff.log_delta, split,
+                                    (q3, s3, t3, np.where(split, ef, 0.0)),
+                                    (np.inf, np.inf), concrete, _SPLIT_PIECE)
+                (lr, la), rel = _tighter_log_delta((lr, la), rel, (lr3, la3),
+                                                   np.full(rel.shape, np.inf))
         none = xp.all((qf == 0) | (tf == 0), axis=-1) | (ef == np.inf)
         d_prof = xp.exp(xp.maximum(lr, la))
         use_rdp = ~(d_prof < d_rdp) & ~none
@@ -1229,6 +1271,14 @@ def _epsilon_schedule(q, sigma, steps, delta, tier, epsilon_rdp):
                                      (np.inf, np.inf, False), concrete, _TWO_STEP_PIECE)
             e_prof, rel = _tighter_epsilon(e_prof, rel, np.where(ok2, e2, np.inf),
                                            np.where(ok2, rel2, np.inf))
+        if concrete:
+            split, q3, s3, t3 = _split_runs(qf, sf, tf, ~(rel < 1.0) & (df > 0)
+                                            & (e_rdp > 0) & (e_rdp < np.inf))
+            if split.any():
+                (e3,) = _on_runs(_split_epsilon, split,
+                                 (q3, s3, t3, np.log(positive)), (np.inf,), concrete,
+                                 _SPLIT_PIECE)
+                e_prof, rel = _tighter_epsilon(e_prof, rel, e3, np.full(rel.shape, np.inf))
         use_rdp = ~(e_prof < e_rdp)
         # ε = 0 by RDP (nothing sampled, or δ ≥ 1, or noise that large) and ε = ∞ at δ = 0
         # are exact, whichever accountant says so

@@ -171,6 +171,7 @@ _LONGEST_FIRST = (
     "test_sweep.py",  # 245
     "test_xla_optimisation.py",  # 197
     "test_wor.py",  # 162
+    "test_split_chernoff.py",  # 167 (alone)
     "test_profile_two_steps.py",  # 125
     "test_domain_edges.py",  # 116
     "test_profile_reference.py",  # 92
