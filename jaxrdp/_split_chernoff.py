@@ -112,17 +112,22 @@ def _log_cell_moments(q, sigma, c, cells):
     # ū = Q(C)/P(C) lowered by its error bound (a smaller ū only raises the chord)
     # (where its bound is that loose, ū = 0: the chord's largest value)
     log_u = jnp.where(rho < 0.5, log_ratio + jnp.log1p(-jnp.minimum(rho, 0.5)), -jnp.inf)
-    # λ = (u₊ − ū)/(u₊ − u₋) = (1 − ū e^{ℓ_lo})/(1 − e^{ℓ_lo − ℓ_hi}), raised by its rounding
-    num = -jnp.expm1(jnp.minimum(log_u + l_lo, 0.0))
-    den = -jnp.expm1(jnp.minimum(l_lo - l_hi, 0.0))
-    safe = jnp.where(den > 0, den, 1.0)
-    lam = jnp.where(den > 0, (num + 8.0 * _EPS) / safe, 1.0)
+    # λ = (u₊ − ū)/(u₊ − u₋) = (1 − ū e^{ℓ_lo})/(1 − e^{ℓ_lo − ℓ_hi}), raised by the rounding
+    # of both (their exponents' absolute rounding, a few eps times their parts)
+    size = lambda v: jnp.where(jnp.isfinite(v), jnp.abs(v), 0.0)
+    num = -jnp.expm1(jnp.minimum(log_u + l_lo, 0.0)) + 4.0 * _EPS * (size(log_u) + size(l_lo) + 2.0)
+    den = (-jnp.expm1(jnp.minimum(l_lo - l_hi, 0.0))
+           - 4.0 * _EPS * (size(l_lo) + size(l_hi) + 2.0))
+    lam = jnp.where(den > 0, num / jnp.where(den > 0, den, 1.0), 1.0)
     lam = jnp.clip(jnp.where(jnp.isfinite(lam), lam, 1.0), 0.0, 1.0)
     c = c[..., None]
     gap = jnp.where(jnp.isfinite(l_lo), l_hi - l_lo, jnp.inf)[..., None, :]  # (2, n, 1, k)
     # log(λ e^{cℓ_hi} + (1 − λ) e^{cℓ_lo}) = cℓ_hi + log(λ + (1 − λ) e^{−c·gap})
     mix = jnp.log(lam[..., None, :] + (1.0 - lam[..., None, :]) * jnp.exp(-c * gap))
-    log_up = (log_p + jnp.log1p(rho))[..., None, :] + c * l_hi[..., None, :] + mix
+    c_hi = c * l_hi[..., None, :]
+    log_up = (log_p + jnp.log1p(rho))[..., None, :] + c_hi + mix
+    # the rounding of this sum of parts (c·ℓ_hi alone can be 1e9 where the sum is near 0)
+    log_up = log_up + 4.0 * _EPS * (size(c_hi) + size(log_p)[..., None, :] + size(mix) + 2.0)
     # cells of zero mass contribute nothing (their ends may be infinite)
     log_up = jnp.where(jnp.isfinite(log_p)[..., None, :], log_up, -jnp.inf)
     return log_up, log_p + jnp.log1p(rho)
