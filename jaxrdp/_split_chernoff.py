@@ -150,11 +150,11 @@ def _cut_terms(q, sigma, steps, c, cells):
     bound), ``(2, n, C, blocks)`` and ``(2, n, blocks)``."""
     log_up, log_mass = _log_cell_moments(q, sigma, c, cells)
     cells = log_mass.shape[-1]
-    # the remove direction's last cell reaches ℓ = ∞: no cut keeps it (it is summed as −∞
-    # here, and the cut of the block that holds it is ruled out below)
+    # the remove direction's last cell reaches ℓ = ∞: its term is +∞ (not the NaN its chord
+    # can give), so every cut that keeps it is ruled out below as not finite
     last = jnp.zeros(cells, bool).at[-1].set(True)
     endless = (jnp.arange(2) == 0)[:, None, None, None] & last
-    log_up = jnp.where(endless, -jnp.inf, log_up)
+    log_up = jnp.where(endless, jnp.inf, log_up)
     blocks = _block_sums(log_up, _BLOCK)
     log_m = jax.lax.cumlogsumexp(blocks, axis=blocks.ndim - 1) + 4.0 * cells * _EPS
     # P(x ∉ K) per step: the masses of the blocks after the cut
@@ -168,9 +168,7 @@ def _cut_terms(q, sigma, steps, c, cells):
     log_b = jnp.log(-jnp.expm1(t * jnp.log1p(-jnp.minimum(p_out, 1.0 - 1e-16)))) + 16.0 * _EPS
     log_b = jnp.where(p_out >= 1.0 - 1e-16, 0.0, log_b)
     tlog_m = t[..., None, :] * log_m
-    nb = log_m.shape[-1]
-    remove_last = (jnp.arange(2) == 0)[:, None, None, None] & (jnp.arange(nb) == nb - 1)
-    tlog_m = jnp.where(remove_last | ~jnp.isfinite(tlog_m), jnp.inf, tlog_m)
+    tlog_m = jnp.where(jnp.isfinite(tlog_m), tlog_m, jnp.inf)
     return tlog_m, log_b
 
 
