@@ -75,14 +75,14 @@ def test_epsilon_and_delta_agree_up_to_their_choice_of_c():
     assert np.all(np.maximum(*lower) > log_d)
 
 
-def _pld_epsilon(q, sigma, steps, delta, pessimistic, interval=1e-5):
+def _pld(q, sigma, steps, pessimistic, interval=1e-5):
+    """dp_accounting's PLD of T steps (pessimistic or optimistic) at ``interval``."""
     pld_mod = pytest.importorskip("dp_accounting.pld.privacy_loss_distribution")
-    pld = pld_mod.from_gaussian_mechanism(
+    return pld_mod.from_gaussian_mechanism(
         standard_deviation=sigma, sensitivity=1.0, sampling_prob=q,
         pessimistic_estimate=pessimistic, value_discretization_interval=interval,
         use_connect_dots=pessimistic,
     ).self_compose(int(steps))
-    return pld.get_epsilon_for_delta(delta)
 
 
 # Few-sampled runs of the domain benchmark (T = 100) and of bench_profile.py (δ = 1e-5)
@@ -102,8 +102,8 @@ def test_few_sampled_epsilon_is_within_a_small_factor_of_pld():
     res = profile.epsilon(q, s, t, d)
     eps = np.asarray(res.epsilon)
     rdp = np.asarray(conversions.epsilon(q, s, t, d)[0])
-    pess = np.array([_pld_epsilon(*run, True) for run in _FEW_SAMPLED])
-    opt = np.array([_pld_epsilon(*run, False) for run in _FEW_SAMPLED])
+    pess, opt = (np.array([_pld(*run[:3], pessimistic).get_epsilon_for_delta(run[3])
+                           for run in _FEW_SAMPLED]) for pessimistic in (True, False))
     assert np.all(opt <= eps), (eps, opt)
     # measured 1.27–1.94 times PLD's pessimistic ε (before: 2.2–65.7)
     assert np.all(eps <= 2.0 * pess), eps / pess
@@ -113,17 +113,10 @@ def test_few_sampled_epsilon_is_within_a_small_factor_of_pld():
 
 @pytest.mark.slow
 def test_few_sampled_delta_is_sound_and_tighter():
-    pld_mod = pytest.importorskip("dp_accounting.pld.privacy_loss_distribution")
     q, s, t, eps = 1.207e-4, 1.151, 100, 0.02
     res = profile.delta(q, s, t, eps)
-    bracket = []
-    for pessimistic in (True, False):
-        pld = pld_mod.from_gaussian_mechanism(
-            standard_deviation=s, sensitivity=1.0, sampling_prob=q,
-            pessimistic_estimate=pessimistic, value_discretization_interval=1e-5,
-            use_connect_dots=pessimistic,
-        ).self_compose(t)
-        bracket.append(pld.get_delta_for_epsilon(eps))
+    bracket = [_pld(q, s, t, pessimistic).get_delta_for_epsilon(eps)
+               for pessimistic in (True, False)]
     d = float(res.delta)
     # measured 1.50e-9, 36.7 times PLD's pessimistic 4.08e-11 (the line alone: 3.4e-4)
     assert bracket[1] <= d <= 50.0 * bracket[0], (d, bracket)
