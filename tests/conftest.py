@@ -49,7 +49,7 @@ _compile_without_backend_optimisation()
 settings.register_profile("jaxrdp", deadline=None, max_examples=40, derandomize=True)
 settings.load_profile("jaxrdp")
 
-DATA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
+from helpers import DATA_DIR  # noqa: E402  (after the path above)
 
 
 @pytest.fixture(scope="session")

@@ -1,7 +1,5 @@
 """Tests of jaxrdp.profile against independent references (closed forms, mpmath)."""
 
-import csv
-import pathlib
 import warnings
 
 import jax
@@ -13,8 +11,8 @@ from jaxrdp import _complex_moments as cm
 from jaxrdp import conversions, kernels, profile
 
 import profile_reference as ref
+from helpers import reference_rows
 
-DATA = pathlib.Path(__file__).parent / "data" / "profile_reference.csv"
 
 
 #: The moments on a line compiled whole (static node count). Called eagerly, the hundreds of
@@ -25,9 +23,7 @@ _LOG_MOMENT_LINE = jax.jit(cm.log_moment_line, static_argnums=5)
 
 
 def _rows():
-    with open(DATA) as f:
-        lines = [line for line in f if not line.startswith("#")]
-    return list(csv.DictReader(lines))
+    return reference_rows("profile_reference.csv")
 
 
 def _mp_log_moment(q, s, z, direction):

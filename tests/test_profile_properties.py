@@ -28,6 +28,8 @@ from hypothesis import strategies as st
 import jaxrdp
 from jaxrdp import profile
 
+from helpers import pld_distribution
+
 import profile_reference as ref
 
 _N = 16  # cells per call: every call of this file has this one shape
@@ -407,15 +409,6 @@ _PLD_CASES = [
 ]
 
 
-def _pld(q, sigma, steps, pessimistic, interval=1e-4):
-    pld_mod = pytest.importorskip("dp_accounting.pld.privacy_loss_distribution")
-    return pld_mod.from_gaussian_mechanism(
-        standard_deviation=sigma, sensitivity=1.0, sampling_prob=q,
-        pessimistic_estimate=pessimistic, value_discretization_interval=interval,
-        use_connect_dots=pessimistic,
-    ).self_compose(steps)
-
-
 @pytest.fixture(scope="module")
 def pld_comparison():
     """Ours (δ at ε, ε at δ) and dp_accounting's PLD (pessimistic and optimistic) on
@@ -429,7 +422,7 @@ def pld_comparison():
     pld = collections.defaultdict(list)
     for qq, ss, tt, ee, dd in _PLD_CASES:
         for pess in (True, False):
-            acc = _pld(qq, ss, tt, pess)
+            acc = pld_distribution(qq, ss, tt, pess)
             pld["d", pess].append(acc.get_delta_for_epsilon(ee))
             pld["e", pess].append(acc.get_epsilon_for_delta(dd))
     pld = {k: np.array(v) for k, v in pld.items()}
@@ -492,8 +485,8 @@ def test_few_sampled_run_is_tight_on_a_line_closer_to_the_axis():
     q, sigma, steps, delta = 0.0010790840445381387, 4.710858568334594, 219, 1e-5
     res = profile.epsilon(q, sigma, steps, delta)
     e = float(res.epsilon)
-    pess = _pld(q, sigma, steps, True, 2e-6).get_epsilon_for_delta(delta)
-    opt = _pld(q, sigma, steps, False, 2e-6).get_epsilon_for_delta(delta)
+    pess = pld_distribution(q, sigma, steps, True, 2e-6).get_epsilon_for_delta(delta)
+    opt = pld_distribution(q, sigma, steps, False, 2e-6).get_epsilon_for_delta(delta)
     assert int(res.status) == profile.PROFILE_OK
     assert opt <= e <= pess
     assert e >= pess * (1 - 2e-5)

@@ -7,15 +7,11 @@ steps), and the frozen CSVs for range and monotonicity. jaxrdp is not imported.
 
 from __future__ import annotations
 
-import csv
-import os
-
 import mpmath as mp
 import pytest
 
 import profile_reference as pr
-
-DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
+from helpers import pld_distribution, reference_rows
 
 
 def _rel(a, b):
@@ -24,11 +20,6 @@ def _rel(a, b):
         if a == b:
             return mp.mpf(0)
         return abs(a - b) / max(abs(a), abs(b))
-
-
-def _load(name):
-    with open(os.path.join(DATA, name)) as f:
-        return list(csv.DictReader(line for line in f if not line.startswith("#")))
 
 
 # ---- closed forms against the definition ------------------------------------------------------
@@ -126,7 +117,7 @@ def test_line_integral_independent_of_contour():
 
 
 def test_delta_csv_range_and_consistency():
-    rows = _load("profile_reference.csv")
+    rows = reference_rows("profile_reference.csv")
     assert len(rows) >= 30
     methods = set()
     for r in rows:
@@ -139,7 +130,7 @@ def test_delta_csv_range_and_consistency():
 
 
 def test_delta_csv_monotone_in_epsilon():
-    rows = _load("profile_reference.csv")
+    rows = reference_rows("profile_reference.csv")
     groups = {}
     for r in rows:
         groups.setdefault((r["q"], r["sigma"], r["steps"]), []).append(r)
@@ -155,7 +146,7 @@ def test_delta_csv_monotone_in_epsilon():
 
 def test_delta_csv_closed_rows_recompute():
     """The closed-form rows are reproducible from the functions (guards against edits)."""
-    for r in _load("profile_reference.csv"):
+    for r in reference_rows("profile_reference.csv"):
         q, sigma, steps, eps = float(r["q"]), float(r["sigma"]), int(r["steps"]), float(r["epsilon"])
         if r["method"] == "closed_gaussian":
             assert _rel(pr.gaussian_delta(eps, sigma, steps), r["delta"]) < 1e-18
@@ -173,18 +164,11 @@ def test_pld_brackets_line_integral_rows():
     The issue records that the 'pessimistic' PLD can fall below the truth by ~1e-6 relative at
     small δ, hence the allowance; the optimistic estimate must never exceed the truth.
     """
-    pld_mod = pytest.importorskip("dp_accounting.pld.privacy_loss_distribution")
-    rows = [r for r in _load("profile_reference.csv") if r["method"] == "line_integral"]
+    rows = [r for r in reference_rows("profile_reference.csv") if r["method"] == "line_integral"]
     rows = [r for r in rows if float(r["q"]) == 256 / 50000 or float(r["sigma"]) == 3.0][:2]
     assert rows
     for r in rows:
         q, sigma, steps, eps = float(r["q"]), float(r["sigma"]), int(r["steps"]), float(r["epsilon"])
-        est = {}
-        for pess in (True, False):
-            pld = pld_mod.from_gaussian_mechanism(
-                standard_deviation=sigma, sensitivity=1.0, sampling_prob=q,
-                pessimistic_estimate=pess, value_discretization_interval=1e-4,
-            ).self_compose(steps)
-            est[pess] = pld.get_delta_for_epsilon(eps)
+        est = {pess: pld_distribution(q, sigma, steps, pess).get_delta_for_epsilon(eps) for pess in (True, False)}
         ref = float(r["delta"])
         assert est[False] <= ref <= est[True] * (1 + 1e-6), (r, est)

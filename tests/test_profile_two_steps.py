@@ -3,8 +3,6 @@ of it, against the frozen nested-quadrature references (``tests/data/profile_ref
 mpmath-free double-precision quadrature of the one-step closed form, 10 digits) and the
 double-precision nested quadrature of ``profile_reference`` at further points."""
 
-import csv
-import pathlib
 
 import jax
 import numpy as np
@@ -13,14 +11,12 @@ import pytest
 from jaxrdp import _two_steps, profile
 
 import profile_reference as ref
+from helpers import reference_rows
 
-DATA = pathlib.Path(__file__).parent / "data" / "profile_reference.csv"
 
 
 def _two_step_rows():
-    with open(DATA) as f:
-        rows = list(csv.DictReader(line for line in f if not line.startswith("#")))
-    rows = [r for r in rows if r["steps"] == "2" and float(r["q"]) < 1.0]
+    rows = [r for r in reference_rows("profile_reference.csv") if r["steps"] == "2" and float(r["q"]) < 1.0]
     assert len(rows) == 3, rows
     return rows
 

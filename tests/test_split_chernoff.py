@@ -7,22 +7,17 @@ dp_accounting's PLD (pessimistic and optimistic, as a bracket) on runs where the
 integral alone was tens of times above it.
 """
 
-import csv
-import os
-
 import jax
 import numpy as np
 import pytest
 
 from jaxrdp import _split_chernoff, conversions, profile
 
-DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
+from helpers import pld_distribution, reference_rows
 
 
 def _rows(name):
-    with open(os.path.join(DATA, name)) as f:
-        rows = list(csv.DictReader(line for line in f if not line.startswith("#")))
-    return [r for r in rows if float(r["q"]) < 1.0]  # the bound is for q < 1
+    return [r for r in reference_rows(name) if float(r["q"]) < 1.0]  # the bound is for q < 1
 
 
 def _columns(rows, *keys):
@@ -75,16 +70,6 @@ def test_epsilon_and_delta_agree_up_to_their_choice_of_c():
     assert np.all(np.maximum(*lower) > log_d)
 
 
-def _pld(q, sigma, steps, pessimistic, interval=1e-5):
-    """dp_accounting's PLD of T steps (pessimistic or optimistic) at ``interval``."""
-    pld_mod = pytest.importorskip("dp_accounting.pld.privacy_loss_distribution")
-    return pld_mod.from_gaussian_mechanism(
-        standard_deviation=sigma, sensitivity=1.0, sampling_prob=q,
-        pessimistic_estimate=pessimistic, value_discretization_interval=interval,
-        use_connect_dots=pessimistic,
-    ).self_compose(int(steps))
-
-
 # Few-sampled runs of the domain benchmark (T = 100) and of bench_profile.py (δ = 1e-5)
 # where the line integral alone returned 65.7, 3.27, 18.7, 4.05 and 2.22 times PLD's ε
 _FEW_SAMPLED = [
@@ -102,8 +87,9 @@ def test_few_sampled_epsilon_is_within_a_small_factor_of_pld():
     res = profile.epsilon(q, s, t, d)
     eps = np.asarray(res.epsilon)
     rdp = np.asarray(conversions.epsilon(q, s, t, d)[0])
-    pess, opt = (np.array([_pld(*run[:3], pessimistic).get_epsilon_for_delta(run[3])
-                           for run in _FEW_SAMPLED]) for pessimistic in (True, False))
+    pess, opt = (np.array([pld_distribution(*run[:3], pessimistic, interval=1e-5)
+                           .get_epsilon_for_delta(run[3]) for run in _FEW_SAMPLED])
+                 for pessimistic in (True, False))
     assert np.all(opt <= eps), (eps, opt)
     # measured 1.27–1.94 times PLD's pessimistic ε (before: 2.2–65.7)
     assert np.all(eps <= 2.0 * pess), eps / pess
@@ -115,7 +101,7 @@ def test_few_sampled_epsilon_is_within_a_small_factor_of_pld():
 def test_few_sampled_delta_is_sound_and_tighter():
     q, s, t, eps = 1.207e-4, 1.151, 100, 0.02
     res = profile.delta(q, s, t, eps)
-    bracket = [_pld(q, s, t, pessimistic).get_delta_for_epsilon(eps)
+    bracket = [pld_distribution(q, s, t, pessimistic, interval=1e-5).get_delta_for_epsilon(eps)
                for pessimistic in (True, False)]
     d = float(res.delta)
     # measured 1.50e-9, 36.7 times PLD's pessimistic 4.08e-11 (the line alone: 3.4e-4)
