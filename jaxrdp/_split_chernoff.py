@@ -32,19 +32,39 @@ bounded upward: the cells' masses and ū by their error bounds, the loss at the 
 widened by its rounding (a chord over a wider interval still lies above u^{−c}), and the
 sums and the exponent by generous multiples of eps.
 
+The union term. Counting P(B) in full is loose where one rare sampled step carries the
+loss: there the truth is about T·P(one step's loss exceeds ε), not P(some step leaves K).
+With B_t the event that step t leaves K, E_P[(1 − e^{ε−L})₊; B] ≤ Σ_t E_P[(1 − e^{ε−L})₊; B_t],
+and, the steps being independent, each term is E_P[F(ε − ℓ(x_t)); x_t ∉ K] with F the
+profile of the other T − 1 steps. F is non-decreasing in the outside step's loss, and the
+split bound above bounds it at any ε, so
+
+    E_P[(1 − e^{ε−L})₊; B] ≤ T·Σ_{cells C ∉ K} P(C)·min(1, P(B')
+                                   + κ(c')·e^{c'(ℓ_hi(C) − ε)}·(E_P[e^{c'ℓ}; K])^{T−1})
+
+for every c' (chosen per cell from :data:`C_GRID`), with B' the event for the other
+T − 1 steps and ℓ_hi(C) the cell's largest loss. The smaller of this and P(B) is taken, at
+the cuts where T·P(x ∉ K) first falls below each of :data:`_UNION_OUT` (the union bound
+overcounts by about (T·P(x ∉ K))², so the cut must leave few outputs out). ε(δ): a bisection
+in log ε below the Chernoff split's ε, on the first pass's cells. On the domain runs where
+the split alone gave 2.3–16.6 times PLD's ε (q·√T from 4e-7 to 8e-4, σ below 1, tiny δ) it
+gives 1.05–1.83 times.
+
 Add direction (P = N(0, σ²), Q the mixture): the loss is −ℓ, at most −log(1 − q); its
 δ vanishes from ε = T·(−log(1 − q)) on (exact). Single segments (one q, σ and T) only;
 float64 and concrete inputs: :mod:`jaxrdp.profile` takes the smaller of this and its own
 answer on the runs whose answer has no lower end. The bound gives no lower end either:
 where it is the better answer the status stays ``PROFILE_LOOSE``.
 
-Measured (``tests/test_split_chernoff.py``): δ 1.8–10.5 times the 40-digit references of
-T = 2, 3 and of the line-integral rows (a Chernoff bound's factor), ε(δ) 1.03–1.21 times
-the references; on few-sampled runs where the line gave 2.2–66 times dp_accounting's PLD
-ε, 1.27–1.94 times it. About 26 ms per run on a 2 vCPU CPU.
+Measured (``tests/test_split_chernoff.py``): δ 1.14–8.4 times the 40-digit references of
+T = 2, 3 and of the line-integral rows (median 2.6; a Chernoff bound's factor), ε(δ)
+1.005–1.10 times the references; on few-sampled runs where the line gave 2.2–66 times
+dp_accounting's PLD ε, 1.04–1.21 times it. About 22 ms per run on a 2 vCPU CPU.
 """
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -59,6 +79,10 @@ _CELLS = ((256, 256), (1024, 1024))
 _BLOCK = 4  # the cuts K lie between blocks of this many cells (sums within a block)
 #: the first pass's Chernoff exponents c (log-spaced)
 C_GRID = np.geomspace(1e-2, 1e7, 48)
+#: the union term's cuts: for each of these bounds on T·P(x ∉ K), the first cut meeting it
+_UNION_OUT = 10.0 ** -np.arange(1.0, 13.0)
+#: its ε search: bisection steps in log ε over [ε·_UNION_RANGE, ε] below the Chernoff split's ε
+_UNION_STEPS, _UNION_RANGE = 24, 1e-6
 #: the second pass's c, relative to the first pass's best (ε is sensitive to c: on eight
 #: few-sampled runs 64 grid values over the first pass's range gave ε up to 20% higher than
 #: 160 did)
@@ -89,8 +113,9 @@ def _edges(q, sigma, x_cells, loss_cells):
 
 def _log_cell_moments(q, sigma, c, cells):
     """Per direction, cells in order of increasing loss: log of an upper bound of
-    E_P[e^{cℓ}; C] at every c ``(2, n, C)`` (``(2, n, C, k)``), and of the cells' P-masses
-    ``(2, n, k)``; ``cells``: an entry of :data:`_CELLS`."""
+    E_P[e^{cℓ}; C] at every c ``(2, n, C)`` (``(2, n, C, k)``), of the cells' P-masses and
+    the cells' largest loss (widened upward by its rounding), ``(2, n, k)`` each; ``cells``:
+    an entry of :data:`_CELLS`."""
     edges = _edges(q, sigma, *cells)
     log_p, log_ratio, ell, rho = _two_steps._cells(q, sigma, edges)
     # the loss's rounding at the ends: ℓ = log1p(y), y = q·expm1(z), z = (2x − 1)/2σ²:
@@ -130,7 +155,7 @@ def _log_cell_moments(q, sigma, c, cells):
     log_up = log_up + 4.0 * _EPS * (size(c_hi) + size(log_p)[..., None, :] + size(mix) + 2.0)
     # cells of zero mass contribute nothing (their ends may be infinite)
     log_up = jnp.where(jnp.isfinite(log_p)[..., None, :], log_up, -jnp.inf)
-    return log_up, log_p + jnp.log1p(rho)
+    return log_up, log_p + jnp.log1p(rho), l_hi
 
 
 def _block_sums(log_v, block):
@@ -138,17 +163,32 @@ def _block_sums(log_v, block):
     k = log_v.shape[-1]
     pad = -k % block
     log_v = jnp.concatenate([log_v, jnp.full(log_v.shape[:-1] + (pad,), -jnp.inf)], -1)
-    log_v = log_v.reshape(log_v.shape[:-1] + (-1, block))
-    top = jnp.max(log_v, -1, keepdims=True)
+    return _log_sum(log_v.reshape(log_v.shape[:-1] + (-1, block)))
+
+
+def _log_any_out(log_p, count):
+    """log(1 − (1 − p)^count), the probability that some of ``count`` independent steps
+    leaves K when each does with probability p = e^{log_p}, raised by its rounding (0, a
+    probability of 1, where p ≥ 1 − 1e-16; −∞ at count = 0)."""
+    p = jnp.minimum(jnp.exp(log_p), 1.0)
+    out = jnp.log(-jnp.expm1(count * jnp.log1p(-jnp.minimum(p, 1.0 - 1e-16)))) + 16.0 * _EPS
+    return jnp.where(p >= 1.0 - 1e-16, 0.0, out)
+
+
+def _log_sum(log_v, axis=-1):
+    """log Σ e^v along ``axis`` (−∞ where every term is)."""
+    top = jnp.max(log_v, axis, keepdims=True)
     top = jnp.where(jnp.isfinite(top), top, 0.0)
-    return jnp.log(jnp.sum(jnp.exp(log_v - top), -1)) + top[..., 0]
+    return jnp.log(jnp.sum(jnp.exp(log_v - top), axis)) + jnp.squeeze(top, axis)
 
 
-def _cut_terms(q, sigma, steps, c, cells):
+def _cut_terms(q, sigma, steps, c, cells, with_cells=False):
     """For every c and every cut (the cells of the first k blocks of :data:`_BLOCK` kept):
     T·log of the bound of E_P[e^{cℓ}; K] with its rounding allowance, and log P(B) (an upper
-    bound), ``(2, n, C, blocks)`` and ``(2, n, blocks)``."""
-    log_up, log_mass = _log_cell_moments(q, sigma, c, cells)
+    bound), ``(2, n, C, blocks)`` and ``(2, n, blocks)``. ``with_cells``: also log of the
+    bound of E_P[e^{cℓ}; K] itself, log P(x ∉ K) per step (``(2, n, C, blocks)``,
+    ``(2, n, blocks)``) and the cells' log masses and largest losses ``(2, n, k)``."""
+    log_up, log_mass, l_hi = _log_cell_moments(q, sigma, c, cells)
     cells = log_mass.shape[-1]
     # the remove direction's last cell reaches ℓ = ∞: its term is +∞ (not the NaN its chord
     # can give), so every cut that keeps it is ruled out below as not finite
@@ -163,12 +203,11 @@ def _cut_terms(q, sigma, steps, c, cells):
     log_out = jnp.concatenate([tail[..., 1:], jnp.full(tail.shape[:-1] + (1,), -jnp.inf)], -1)
     log_out = log_out + 4.0 * cells * _EPS
     t = steps[None, :, None]
-    p_out = jnp.minimum(jnp.exp(log_out), 1.0)
-    # 1 − (1 − p)^T, raised by its rounding
-    log_b = jnp.log(-jnp.expm1(t * jnp.log1p(-jnp.minimum(p_out, 1.0 - 1e-16)))) + 16.0 * _EPS
-    log_b = jnp.where(p_out >= 1.0 - 1e-16, 0.0, log_b)
+    log_b = _log_any_out(log_out, t)
     tlog_m = t[..., None, :] * log_m
     tlog_m = jnp.where(jnp.isfinite(tlog_m), tlog_m, jnp.inf)
+    if with_cells:
+        return tlog_m, log_b, log_m, log_out, log_mass, l_hi
     return tlog_m, log_b
 
 
@@ -204,6 +243,71 @@ def _epsilon_on(q, sigma, steps, log_delta_target, c, cells):
     return jnp.min(jnp.where(jnp.isfinite(num), num, jnp.inf), axis=-1) / c
 
 
+class _Union(NamedTuple):
+    """The ε-free parts of the union term at the cuts picked by :data:`_UNION_OUT`, for
+    ε up to ``eps_hi`` (its rounding allowances use it): M cuts, C values of c, k cells."""
+
+    kept: jax.Array  # log κ(c) + T·log E[e^{cℓ}; K] with its rounding, (2, n, C, M)
+    c: jax.Array  # (2, n, C)
+    log_any: jax.Array  # log P(some step leaves K), (2, n, M)
+    log_rest: jax.Array  # log P(some of the other T − 1 steps leaves K), (2, n, M)
+    inner: jax.Array  # log κ(c) + (T − 1)·log E[e^{cℓ}; K] + c·ℓ_hi of each cell, (2, n, M, k, C)
+    log_cell: jax.Array  # log of each cell's P-mass where it lies outside K, else −∞, (2, n, M, k)
+    log_t: jax.Array  # log T, (1, n, 1)
+
+
+def _union_setup(q, sigma, steps, c, cells, eps_hi):
+    """:class:`_Union` of the runs ``(n,)`` at c ``(2, n, C)`` on ``cells`` (an entry of
+    :data:`_CELLS`), for ε ≤ ``eps_hi`` ``(n,)``."""
+    tlog_m, log_b, log_m, log_out, log_mass, l_hi = _cut_terms(q, sigma, steps, c, cells,
+                                                                with_cells=True)
+    t = steps[None, :, None]
+    # the cuts: for each bound on T·P(x ∉ K), the first (largest K's complement) meeting it
+    meets = (jnp.log(t) + log_out)[..., None, :] <= jnp.log(_UNION_OUT)[:, None]
+    cut = jnp.where(jnp.any(meets, -1), jnp.argmax(meets, -1), log_out.shape[-1] - 1)
+    at_cut = lambda v: jnp.take_along_axis(v, cut[..., None, :], -1)  # (2, n, C, M)
+    log_kappa = _log_kappa(c)[..., None]
+    c_eps = c[..., None] * eps_hi[None, :, None, None]
+    tlog_k = at_cut(tlog_m)
+    kept = log_kappa + tlog_k + _rounding(tlog_k, log_kappa, c_eps)
+    # the other T − 1 steps (none at T = 1: their factor is 1)
+    others = jnp.where(t[..., None] > 1, (t[..., None] - 1.0) * at_cut(log_m), 0.0)
+    others = jnp.where(jnp.isnan(others), jnp.inf, others)
+    a = jnp.moveaxis(log_kappa + others, -2, -1)[..., None, :]  # (2, n, M, 1, C)
+    cl = c[:, :, None, None, :] * l_hi[:, :, None, :, None]  # (2, n, 1, k, C)
+    size = lambda v: jnp.where(jnp.isfinite(v), jnp.abs(v), 0.0)
+    allowance = 32.0 * _EPS * (size(a) + jnp.abs(cl) + (c * eps_hi[None, :, None])[:, :, None, None, :]
+                               + 10.0)
+    inner = a + cl + allowance
+    inner = jnp.where(jnp.isnan(inner), jnp.inf, inner)
+    first_out = (cut + 1) * _BLOCK  # the cells from this index on lie outside K
+    outside = jnp.arange(log_mass.shape[-1]) >= first_out[..., None]
+    log_cell = jnp.where(outside, log_mass[:, :, None, :], -jnp.inf)
+    take = lambda v: jnp.take_along_axis(v, cut, -1)
+    return _Union(kept=kept, c=c, log_any=take(log_b),
+                  log_rest=_log_any_out(take(log_out), t - 1.0), inner=inner,
+                  log_cell=log_cell, log_t=jnp.log(t))
+
+
+def _union_log_delta(u: _Union, eps):
+    """The union term's bound of log δ per direction at ε ``(n,)`` (≤ the ``eps_hi`` of
+    ``u``), the best of its cuts, ``(2, n)``.
+
+    For the cut's K: δ ≤ κ(c)e^{−cε}E[e^{cℓ}; K]^T + min(P(B), Σ_t E[(1 − e^{ε−L})₊; x_t ∉ K]),
+    and each term of the sum is at most T·Σ_{cells C ∉ K} P(C)·F(ε − ℓ_hi(C)), with F the
+    profile of the other T − 1 steps (non-decreasing in ℓ), itself at most
+    min(1, P(B') + κ(c')e^{−c'(ε − ℓ)}E[e^{c'ℓ}; K]^{T−1}) for every c'.
+    """
+    e = eps[None, :, None]
+    kept = jnp.min(u.kept - u.c[..., None] * e[..., None], axis=-2)  # (2, n, M)
+    g = jnp.min(u.inner - u.c[:, :, None, None, :] * e[..., None, None], axis=-1)  # (2, n, M, k)
+    f = jnp.minimum(jnp.logaddexp(u.log_rest[..., None], g), 0.0)
+    k = u.log_cell.shape[-1]
+    union = u.log_t + _log_sum(u.log_cell + f) + 4.0 * k * _EPS
+    out = jnp.minimum(union, u.log_any)
+    return jnp.min(jnp.logaddexp(kept, out), axis=-1) + 16.0 * _EPS
+
+
 def _two_passes(value, shape):
     """``value(c, cells) -> (2, n, C)`` (to be minimised) on :data:`C_GRID` with the first
     cells, then on :data:`C_FINE` about each direction's best c with the second; the smaller
@@ -226,7 +330,8 @@ def log_delta(q, sigma, steps, eps):
     """
     best = _two_passes(lambda c, cells: _log_delta_on(q, sigma, steps, eps, c, cells),
                        (2,) + q.shape)
-    best = jnp.minimum(best, 0.0)  # δ ≤ 1
+    union = _union_log_delta(_union_setup(q, sigma, steps, _first_c(q), _CELLS[0], eps), eps)
+    best = jnp.minimum(jnp.minimum(best, union), 0.0)  # δ ≤ 1
     add_zero = eps >= _add_loss_cap(q, steps)
     return best[0], jnp.where(add_zero, -jnp.inf, best[1])
 
@@ -240,4 +345,33 @@ def epsilon(q, sigma, steps, log_delta_target):
                       (2,) + q.shape)
     eps = jnp.maximum(eps, 0.0)
     eps_add = jnp.minimum(eps[1], _add_loss_cap(q, steps))
-    return jnp.maximum(eps[0], eps_add)
+    eps = jnp.maximum(eps[0], eps_add)
+    return _union_epsilon(q, sigma, steps, log_delta_target, eps)
+
+
+def _first_c(q):
+    return jnp.broadcast_to(jnp.asarray(C_GRID), (2,) + q.shape + (C_GRID.size,))
+
+
+def _union_epsilon(q, sigma, steps, log_delta_target, eps):
+    """The union term's ε where it is below ``eps`` (a sound ε ``(n,)``), else ``eps``: a
+    bisection in log ε over [ε·_UNION_RANGE, ε] that only moves its upper end to points
+    where both directions' bounds are at most δ."""
+    finite = jnp.isfinite(eps) & (eps > 0)
+    hi = jnp.where(finite, eps, 1.0)
+    u = _union_setup(q, sigma, steps, _first_c(q), _CELLS[0], hi)
+    cap = _add_loss_cap(q, steps)
+
+    def meets(e):
+        ld = _union_log_delta(u, e)
+        return jnp.maximum(ld[0], jnp.where(e >= cap, -jnp.inf, ld[1])) <= log_delta_target
+
+    def body(_, bounds):
+        lo, hi = bounds
+        mid = jnp.sqrt(lo * hi)
+        ok = meets(mid)
+        return jnp.where(ok, lo, mid), jnp.where(ok, mid, hi)
+
+    start = finite & meets(hi)
+    _, top = jax.lax.fori_loop(0, _UNION_STEPS, body, (hi * _UNION_RANGE, hi))
+    return jnp.where(start, jnp.minimum(top, eps), eps)

@@ -114,10 +114,11 @@ Where the answer has no lower end after all of the above (its error bound at lea
 estimate: few sampled steps, the line cancelling), single-segment runs at q < 1 (concrete
 float64 calls) also take :mod:`jaxrdp._split_chernoff`: a Chernoff bound of δ with the rare
 large losses split off (the event that some step's output leaves a set K counted in full,
-E_P[e^{cℓ}; K]^T bounded by chords on cells), minimised over c and K; the smaller sound
-answer is kept, still ``PROFILE_LOOSE`` (it has no lower end either). The line's ε there
-was measured at 5–47 times dp_accounting's PLD ε in the median across the domain (up to
-1.2e4 times); see ``benchmarks/README.md`` for the same runs with the split bound.
+E_P[e^{cℓ}; K]^T bounded by chords on cells; where one rare sampled step carries the loss,
+the event counted by a union over the steps instead), minimised over c and K; the smaller
+sound answer is kept, still ``PROFILE_LOOSE`` (it has no lower end either). The line's ε
+there was measured at 5–47 times dp_accounting's PLD ε in the median across the domain (up
+to 1.2e4 times); see ``benchmarks/README.md`` for the same runs with the split bound.
 
 ε(δ): Newton on log δ_up(ε) along the line (only e^{−zε} changes with ε), then the smallest of
 a few points just above the root at which the bounded δ of both directions is verified ≤ δ.
@@ -1042,7 +1043,8 @@ def _split_runs(qf, sf, tf, unbounded):
     there far tighter than the line; elsewhere it is not: on the 51 runs of
     ``benchmarks/bench_profile.py``'s first 2 048 that end ``PROFILE_LOOSE``, it was smaller
     on 5, all without a lower end (ε 0.40–0.99 times the line's), and 1.09–1.42 times the line's
-    ε on the 43 with a finite bound (e.g. 1.35 at a bound of 0.69), at 26 ms per run.
+    ε on the 43 with a finite bound (e.g. 1.35 at a bound of 0.69; before its union term), at
+    about 22 ms per run.
     """
     if qf.dtype != np.float64:
         return np.zeros(qf.shape[0], bool), None, None, None

@@ -36,12 +36,13 @@ def test_bound_is_never_below_the_mpmath_references():
     assert np.all(np.exp(lr) >= rem), np.exp(lr) / rem
     assert np.all(np.exp(la) >= add), (np.exp(la), add)
     # and a Chernoff bound's looseness, not more: on the rows of T ≥ 2 (where the profile
-    # uses it) measured 1.79–10.5 times the reference, median 4.0 (the far tail of
-    # q = 0.0185, T = 226, ε = 1, δ = 3.6e-45, is looser: 2.5e7)
+    # uses it) measured 1.14–8.38 times the reference, median 2.58 (before the union term:
+    # 1.79–10.5, median 4.0; the far tail of q = 0.0185, T = 226, ε = 1, δ = 3.6e-45, is
+    # looser: 2.5e7)
     used = (t >= 2) & (rem > 1e-30)
     assert used.sum() >= 14
     ratio = np.exp(lr[used]) / rem[used]
-    assert np.median(ratio) < 5.0 and np.max(ratio) < 12.0, ratio
+    assert np.median(ratio) < 3.2 and np.max(ratio) < 10.0, ratio
 
 
 def test_epsilon_is_never_below_the_mpmath_references():
@@ -50,8 +51,8 @@ def test_epsilon_is_never_below_the_mpmath_references():
     q, s, t, d, ref = _columns(rows, "q", "sigma", "steps", "delta", "epsilon")
     with jax.enable_x64(True):
         eps = np.asarray(_split_chernoff.epsilon(q, s, t, np.log(d)))
-    # measured 1.03–1.21 times the reference
-    assert np.all(eps >= ref) and np.all(eps <= 1.25 * ref), eps / ref
+    # measured 1.005–1.097 times the reference (before the union term: 1.03–1.21)
+    assert np.all(eps >= ref) and np.all(eps <= 1.12 * ref), eps / ref
 
 
 def test_epsilon_and_delta_agree_up_to_their_choice_of_c():
@@ -91,8 +92,9 @@ def test_few_sampled_epsilon_is_within_a_small_factor_of_pld():
                            .get_epsilon_for_delta(run[3]) for run in _FEW_SAMPLED])
                  for pessimistic in (True, False))
     assert np.all(opt <= eps), (eps, opt)
-    # measured 1.27–1.94 times PLD's pessimistic ε (before: 2.2–65.7)
-    assert np.all(eps <= 2.0 * pess), eps / pess
+    # measured 1.04–1.21 times PLD's pessimistic ε (the Chernoff split alone: 1.27–1.94;
+    # the line alone: 2.2–65.7)
+    assert np.all(eps <= 1.3 * pess), eps / pess
     assert np.all(eps < rdp)
     assert np.all(np.asarray(res.status) == profile.PROFILE_LOOSE)  # no lower end: loose
 
@@ -104,6 +106,30 @@ def test_few_sampled_delta_is_sound_and_tighter():
     bracket = [pld_distribution(q, s, t, pessimistic, interval=1e-5).get_delta_for_epsilon(eps)
                for pessimistic in (True, False)]
     d = float(res.delta)
-    # measured 1.50e-9, 36.7 times PLD's pessimistic 4.08e-11 (the line alone: 3.4e-4)
-    assert bracket[1] <= d <= 50.0 * bracket[0], (d, bracket)
+    # measured 7.76e-11, 1.90 times PLD's pessimistic 4.08e-11 (the Chernoff split alone:
+    # 1.50e-9; the line alone: 3.4e-4)
+    assert bracket[1] <= d <= 2.4 * bracket[0], (d, bracket)
     assert d < 1e-3 * float(res.delta_rdp)
+
+
+# Runs of the domain benchmark (T = 10 and 1 000) where the Chernoff split alone returned
+# 3.87, 2.32 and 16.6 times PLD's ε: at these δ one rare sampled step carries the loss
+_ONE_STEP_CARRIES = [
+    (1.303e-7, 0.4738, 10, 1.63e-12),
+    (3.305e-5, 0.9029, 10, 4.51e-10),
+    (2.694e-8, 0.4819, 1000, 7.7e-9),
+]
+
+
+@pytest.mark.slow
+def test_union_term_where_one_sampled_step_carries_the_loss():
+    q, s, t, d = (np.array(c) for c in zip(*_ONE_STEP_CARRIES))
+    eps = np.asarray(profile.epsilon(q, s, t, d).epsilon)
+    pess = np.array([pld_distribution(*run[:3], True, interval=1e-5)
+                     .get_epsilon_for_delta(run[3]) for run in _ONE_STEP_CARRIES])
+    # PLD's optimistic ε of the last run is 0 (its discretisation rounds the rare loss away)
+    opt = np.array([pld_distribution(*run[:3], False, interval=1e-5)
+                    .get_epsilon_for_delta(run[3]) for run in _ONE_STEP_CARRIES[:2]])
+    assert np.all(opt <= eps[:2]), (eps, opt)
+    # measured 1.19, 1.10 and 1.36 times PLD's pessimistic ε
+    assert np.all(eps <= 1.45 * pess), eps / pess
