@@ -71,6 +71,12 @@ def test_epsilon_and_delta_agree_up_to_their_choice_of_c():
     assert np.all(np.maximum(*lower) > log_d)
 
 
+def _pld_epsilons(runs, pessimistic):
+    """dp_accounting's PLD ε (discretisation 1e-5) of runs ``(q, σ, T, δ)``."""
+    return np.array([pld_distribution(*run[:3], pessimistic, interval=1e-5)
+                     .get_epsilon_for_delta(run[3]) for run in runs])
+
+
 # Few-sampled runs of the domain benchmark (T = 100) and of bench_profile.py (δ = 1e-5)
 # where the line integral alone returned 65.7, 3.27, 18.7, 4.05 and 2.22 times PLD's ε
 _FEW_SAMPLED = [
@@ -88,9 +94,7 @@ def test_few_sampled_epsilon_is_within_a_small_factor_of_pld():
     res = profile.epsilon(q, s, t, d)
     eps = np.asarray(res.epsilon)
     rdp = np.asarray(conversions.epsilon(q, s, t, d)[0])
-    pess, opt = (np.array([pld_distribution(*run[:3], pessimistic, interval=1e-5)
-                           .get_epsilon_for_delta(run[3]) for run in _FEW_SAMPLED])
-                 for pessimistic in (True, False))
+    pess, opt = _pld_epsilons(_FEW_SAMPLED, True), _pld_epsilons(_FEW_SAMPLED, False)
     assert np.all(opt <= eps), (eps, opt)
     # measured 1.04–1.21 times PLD's pessimistic ε (the Chernoff split alone: 1.27–1.94;
     # the line alone: 2.2–65.7)
@@ -125,11 +129,9 @@ _ONE_STEP_CARRIES = [
 def test_union_term_where_one_sampled_step_carries_the_loss():
     q, s, t, d = (np.array(c) for c in zip(*_ONE_STEP_CARRIES))
     eps = np.asarray(profile.epsilon(q, s, t, d).epsilon)
-    pess = np.array([pld_distribution(*run[:3], True, interval=1e-5)
-                     .get_epsilon_for_delta(run[3]) for run in _ONE_STEP_CARRIES])
+    pess = _pld_epsilons(_ONE_STEP_CARRIES, True)
     # PLD's optimistic ε of the last run is 0 (its discretisation rounds the rare loss away)
-    opt = np.array([pld_distribution(*run[:3], False, interval=1e-5)
-                    .get_epsilon_for_delta(run[3]) for run in _ONE_STEP_CARRIES[:2]])
+    opt = _pld_epsilons(_ONE_STEP_CARRIES[:2], False)
     assert np.all(opt <= eps[:2]), (eps, opt)
     # measured 1.19, 1.10 and 1.36 times PLD's pessimistic ε
     assert np.all(eps <= 1.45 * pess), eps / pess
