@@ -262,7 +262,7 @@ def _union_setup(q, sigma, steps, c, cells, eps_hi):
     tlog_m, log_b, log_m, log_out, log_mass, l_hi = _cut_terms(q, sigma, steps, c, cells,
                                                                 with_cells=True)
     t = steps[None, :, None]
-    # the cuts: for each bound on T·P(x ∉ K), the first (largest K's complement) meeting it
+    # the cuts: for each bound on T·P(x ∉ K), the first cut (the smallest K) meeting it
     meets = (jnp.log(t) + log_out)[..., None, :] <= jnp.log(_UNION_OUT)[:, None]
     cut = jnp.where(jnp.any(meets, -1), jnp.argmax(meets, -1), log_out.shape[-1] - 1)
     at_cut = lambda v: jnp.take_along_axis(v, cut[..., None, :], -1)  # (2, n, C, M)
@@ -276,8 +276,8 @@ def _union_setup(q, sigma, steps, c, cells, eps_hi):
     a = jnp.moveaxis(log_kappa + others, -2, -1)[..., None, :]  # (2, n, M, 1, C)
     cl = c[:, :, None, None, :] * l_hi[:, :, None, :, None]  # (2, n, 1, k, C)
     size = lambda v: jnp.where(jnp.isfinite(v), jnp.abs(v), 0.0)
-    allowance = 32.0 * _EPS * (size(a) + jnp.abs(cl) + (c * eps_hi[None, :, None])[:, :, None, None, :]
-                               + 10.0)
+    c_eps_hi = (c * eps_hi[None, :, None])[:, :, None, None, :]
+    allowance = 32.0 * _EPS * (size(a) + jnp.abs(cl) + c_eps_hi + 10.0)
     inner = a + cl + allowance
     inner = jnp.where(jnp.isnan(inner), jnp.inf, inner)
     first_out = (cut + 1) * _BLOCK  # the cells from this index on lie outside K
@@ -312,7 +312,7 @@ def _two_passes(value, shape):
     """``value(c, cells) -> (2, n, C)`` (to be minimised) on :data:`C_GRID` with the first
     cells, then on :data:`C_FINE` about each direction's best c with the second; the smaller
     of both passes' minima ``(2, n)`` (each is a bound in its own right)."""
-    coarse = jnp.broadcast_to(jnp.asarray(C_GRID), shape + (C_GRID.size,))
+    coarse = _first_c(shape)
     first = value(coarse, _CELLS[0])
     best = jnp.take_along_axis(coarse, jnp.argmin(first, -1)[..., None], -1)
     second = value(best * jnp.asarray(C_FINE), _CELLS[1])
@@ -330,7 +330,8 @@ def log_delta(q, sigma, steps, eps):
     """
     best = _two_passes(lambda c, cells: _log_delta_on(q, sigma, steps, eps, c, cells),
                        (2,) + q.shape)
-    union = _union_log_delta(_union_setup(q, sigma, steps, _first_c(q), _CELLS[0], eps), eps)
+    setup = _union_setup(q, sigma, steps, _first_c((2,) + q.shape), _CELLS[0], eps)
+    union = _union_log_delta(setup, eps)
     best = jnp.minimum(jnp.minimum(best, union), 0.0)  # δ ≤ 1
     add_zero = eps >= _add_loss_cap(q, steps)
     return best[0], jnp.where(add_zero, -jnp.inf, best[1])
@@ -349,8 +350,9 @@ def epsilon(q, sigma, steps, log_delta_target):
     return _union_epsilon(q, sigma, steps, log_delta_target, eps)
 
 
-def _first_c(q):
-    return jnp.broadcast_to(jnp.asarray(C_GRID), (2,) + q.shape + (C_GRID.size,))
+def _first_c(shape):
+    """The first pass's c, :data:`C_GRID`, for each direction and run ``shape + (C,)``."""
+    return jnp.broadcast_to(jnp.asarray(C_GRID), shape + (C_GRID.size,))
 
 
 def _union_epsilon(q, sigma, steps, log_delta_target, eps):
@@ -359,7 +361,7 @@ def _union_epsilon(q, sigma, steps, log_delta_target, eps):
     where both directions' bounds are at most δ."""
     finite = jnp.isfinite(eps) & (eps > 0)
     hi = jnp.where(finite, eps, 1.0)
-    u = _union_setup(q, sigma, steps, _first_c(q), _CELLS[0], hi)
+    u = _union_setup(q, sigma, steps, _first_c((2,) + q.shape), _CELLS[0], hi)
     cap = _add_loss_cap(q, steps)
 
     def meets(e):
