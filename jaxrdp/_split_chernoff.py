@@ -182,11 +182,11 @@ def _log_sum(log_v, axis=-1):
     return jnp.log(jnp.sum(jnp.exp(log_v - top), axis)) + jnp.squeeze(top, axis)
 
 
-def _cut_terms(q, sigma, steps, c, cells, with_cells=False):
+def _cut_terms(q, sigma, steps, c, cells):
     """For every c and every cut (the cells of the first k blocks of :data:`_BLOCK` kept):
     T·log of the bound of E_P[e^{cℓ}; K] with its rounding allowance, and log P(B) (an upper
-    bound), ``(2, n, C, blocks)`` and ``(2, n, blocks)``. ``with_cells``: also log of the
-    bound of E_P[e^{cℓ}; K] itself, log P(x ∉ K) per step (``(2, n, C, blocks)``,
+    bound), ``(2, n, C, blocks)`` and ``(2, n, blocks)``; then, for the union term, log of
+    the bound of E_P[e^{cℓ}; K] itself, log P(x ∉ K) per step (``(2, n, C, blocks)``,
     ``(2, n, blocks)``) and the cells' log masses and largest losses ``(2, n, k)``."""
     log_up, log_mass, l_hi = _log_cell_moments(q, sigma, c, cells)
     cells = log_mass.shape[-1]
@@ -206,9 +206,7 @@ def _cut_terms(q, sigma, steps, c, cells, with_cells=False):
     log_b = _log_any_out(log_out, t)
     tlog_m = t[..., None, :] * log_m
     tlog_m = jnp.where(jnp.isfinite(tlog_m), tlog_m, jnp.inf)
-    if with_cells:
-        return tlog_m, log_b, log_m, log_out, log_mass, l_hi
-    return tlog_m, log_b
+    return tlog_m, log_b, log_m, log_out, log_mass, l_hi
 
 
 def _rounding(tlog_m, kappa, other):
@@ -223,7 +221,7 @@ def _add_loss_cap(q, steps):
 
 def _log_delta_on(q, sigma, steps, eps, c, cells):
     """The bound's log δ per direction at every c ``(2, n, C)``, its best cut taken."""
-    tlog_m, log_b = _cut_terms(q, sigma, steps, c, cells)
+    tlog_m, log_b, *_ = _cut_terms(q, sigma, steps, c, cells)
     kappa = _log_kappa(c)[..., None]
     ce = c[..., None] * eps[None, :, None, None]
     expo = kappa + tlog_m - ce + _rounding(tlog_m, kappa, ce)
@@ -233,7 +231,7 @@ def _log_delta_on(q, sigma, steps, eps, c, cells):
 def _epsilon_on(q, sigma, steps, log_delta_target, c, cells):
     """The bound's ε per direction at every c ``(2, n, C)``, its best cut taken (∞ where
     no cut leaves room: P(B) ≥ δ)."""
-    tlog_m, log_b = _cut_terms(q, sigma, steps, c, cells)
+    tlog_m, log_b, *_ = _cut_terms(q, sigma, steps, c, cells)
     ld = log_delta_target[None, :, None]
     room = log_b < ld  # log(δ − P(B)) where P(B) < δ
     log_rest = ld + jnp.log(-jnp.expm1(jnp.where(room, log_b - ld, -1.0)))
@@ -259,8 +257,7 @@ class _Union(NamedTuple):
 def _union_setup(q, sigma, steps, c, cells, eps_hi):
     """:class:`_Union` of the runs ``(n,)`` at c ``(2, n, C)`` on ``cells`` (an entry of
     :data:`_CELLS`), for ε ≤ ``eps_hi`` ``(n,)``."""
-    tlog_m, log_b, log_m, log_out, log_mass, l_hi = _cut_terms(q, sigma, steps, c, cells,
-                                                                with_cells=True)
+    tlog_m, log_b, log_m, log_out, log_mass, l_hi = _cut_terms(q, sigma, steps, c, cells)
     t = steps[None, :, None]
     # the cuts: for each bound on T·P(x ∉ K), the first cut (the smallest K) meeting it
     meets = (jnp.log(t) + log_out)[..., None, :] <= jnp.log(_UNION_OUT)[:, None]

@@ -1019,17 +1019,26 @@ def _two_step_runs(qf, sf, tf, xp):
     none = np.zeros(qf.shape[0], bool)
     if xp is not np or qf.dtype != np.float64:
         return none, None, None
+    shared, q, s, count, _ = _shared_segment(qf, sf, tf)
+    two = shared & (count == 2) & (q < 1.0)
+    return two, np.where(two, q, 0.5), np.where(two, s, 1.0)
+
+
+def _shared_segment(qf, sf, tf):
+    """Per run ``(n,)`` (NumPy): whether its sampled segments (q > 0, T > 0) share one q and
+    σ, that q and σ, their total number of steps, and their number of segments."""
     sampled = (qf > 0) & (tf > 0)
-    count = np.sum(np.where(sampled, tf, 0.0), axis=-1)
     top = lambda v: np.max(np.where(sampled, v, -np.inf), axis=-1)
     bottom = lambda v: np.min(np.where(sampled, v, np.inf), axis=-1)
-    two = (count == 2) & (top(qf) == bottom(qf)) & (top(sf) == bottom(sf)) & (top(qf) < 1.0)
-    return two, np.where(two, top(qf), 0.5), np.where(two, top(sf), 1.0)
+    shared = (top(qf) == bottom(qf)) & (top(sf) == bottom(sf))
+    count = np.sum(np.where(sampled, tf, 0.0), axis=-1)
+    return shared, top(qf), top(sf), count, np.sum(sampled, axis=-1)
 
 
 #: runs per call of :mod:`jaxrdp._two_steps` (its cells: 2 × 2 049 per run and direction)
 _TWO_STEP_PIECE = 16
-#: runs per call of :mod:`jaxrdp._split_chernoff` (2 × 24 × 2 049 terms per run and pass)
+#: runs per call of :mod:`jaxrdp._split_chernoff` (2 × 24 × 2 049 terms per run and pass;
+#: its union term's 2 × 12 × 513 × 48 per run)
 _SPLIT_PIECE = 8
 
 
@@ -1048,11 +1057,8 @@ def _split_runs(qf, sf, tf, unbounded):
     """
     if qf.dtype != np.float64:
         return np.zeros(qf.shape[0], bool), None, None, None
-    sampled = (qf > 0) & (tf > 0)
-    first = np.argmax(sampled, -1)
-    at = lambda v, fill: np.where(sampled.any(-1), v[np.arange(v.shape[0]), first], fill)
-    q1, s1, t1 = at(qf, 0.5), at(sf, 1.0), at(tf, 1.0)
-    runs = (np.sum(sampled, -1) == 1) & (q1 < 1.0) & unbounded
+    _, q1, s1, t1, segments = _shared_segment(qf, sf, tf)
+    runs = (segments == 1) & (q1 < 1.0) & unbounded
     return runs, np.where(runs, q1, 0.5), np.where(runs, s1, 1.0), np.where(runs, t1, 1.0)
 
 
