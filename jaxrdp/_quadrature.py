@@ -25,7 +25,6 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from jaxrdp import _logmath, _solver, _tilted32
 

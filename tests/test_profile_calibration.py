@@ -147,5 +147,5 @@ def test_batch_size_against_the_profile_by_brute_force():
 
     got = sweep.batch_size(target, delta, sigma, epochs, n, accountant="profile")
     assert np.all(np.asarray(got.status) == sweep.Status.OK), got.status
-    np.testing.assert_array_equal(np.asarray(got.value), largest(tight))  # 5, 41, 6, 32
+    np.testing.assert_array_equal(np.asarray(got.value), largest(tight))  # 6, 41, 6, 32
     assert np.all(largest(tight) > largest(loose))  # RDP: 3, 26, 4, 24
