@@ -46,6 +46,12 @@ def _compile_without_backend_optimisation():
 
 _compile_without_backend_optimisation()
 
+#: On a GPU each test process would take 75% of the device's memory when its backend starts
+#: (JAX's default): the workers of a parallel run then ran out of it (six of six
+#: tests/test_split_chernoff.py workers on one H200, CUDA_ERROR_OUT_OF_MEMORY). The tests
+#: allocate as they go instead; a value the user set is kept. No effect on the CPU.
+os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+
 settings.register_profile("jaxrdp", deadline=None, max_examples=40, derandomize=True)
 settings.load_profile("jaxrdp")
 
