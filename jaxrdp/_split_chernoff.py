@@ -72,6 +72,8 @@ import numpy as np
 
 from jaxrdp import _two_steps
 
+_finite_abs = _two_steps.finite_abs  # a term's size in the rounding allowances
+
 _EPS = float(np.finfo(np.float64).eps)
 #: (cells uniform in x, cells uniform in the remove loss) over the window of
 #: :mod:`jaxrdp._two_steps`, of the first pass (over :data:`C_GRID`) and of the second
@@ -139,10 +141,10 @@ def _log_cell_moments(q, sigma, c, cells):
     log_u = jnp.where(rho < 0.5, log_ratio + jnp.log1p(-jnp.minimum(rho, 0.5)), -jnp.inf)
     # λ = (u₊ − ū)/(u₊ − u₋) = (1 − ū e^{ℓ_lo})/(1 − e^{ℓ_lo − ℓ_hi}), raised by the rounding
     # of both (their exponents' absolute rounding, a few eps times their parts)
-    size = lambda v: jnp.where(jnp.isfinite(v), jnp.abs(v), 0.0)
-    num = -jnp.expm1(jnp.minimum(log_u + l_lo, 0.0)) + 4.0 * _EPS * (size(log_u) + size(l_lo) + 2.0)
+    num = (-jnp.expm1(jnp.minimum(log_u + l_lo, 0.0))
+           + 4.0 * _EPS * (_finite_abs(log_u) + _finite_abs(l_lo) + 2.0))
     den = (-jnp.expm1(jnp.minimum(l_lo - l_hi, 0.0))
-           - 4.0 * _EPS * (size(l_lo) + size(l_hi) + 2.0))
+           - 4.0 * _EPS * (_finite_abs(l_lo) + _finite_abs(l_hi) + 2.0))
     lam = jnp.where(den > 0, num / jnp.where(den > 0, den, 1.0), 1.0)
     lam = jnp.clip(jnp.where(jnp.isfinite(lam), lam, 1.0), 0.0, 1.0)
     c = c[..., None]
@@ -152,7 +154,8 @@ def _log_cell_moments(q, sigma, c, cells):
     c_hi = c * l_hi[..., None, :]
     log_up = (log_p + jnp.log1p(rho))[..., None, :] + c_hi + mix
     # the rounding of this sum of parts (c·ℓ_hi alone can be 1e9 where the sum is near 0)
-    log_up = log_up + 4.0 * _EPS * (size(c_hi) + size(log_p)[..., None, :] + size(mix) + 2.0)
+    log_up = log_up + 4.0 * _EPS * (_finite_abs(c_hi) + _finite_abs(log_p)[..., None, :]
+                                    + _finite_abs(mix) + 2.0)
     # cells of zero mass contribute nothing (their ends may be infinite)
     log_up = jnp.where(jnp.isfinite(log_p)[..., None, :], log_up, -jnp.inf)
     return log_up, log_p + jnp.log1p(rho), l_hi
@@ -272,9 +275,8 @@ def _union_setup(q, sigma, steps, c, cells, eps_hi):
     others = jnp.where(jnp.isnan(others), jnp.inf, others)
     a = jnp.moveaxis(log_kappa + others, -2, -1)[..., None, :]  # (2, n, M, 1, C)
     cl = c[:, :, None, None, :] * l_hi[:, :, None, :, None]  # (2, n, 1, k, C)
-    size = lambda v: jnp.where(jnp.isfinite(v), jnp.abs(v), 0.0)
     c_eps_hi = (c * eps_hi[None, :, None])[:, :, None, None, :]
-    allowance = 32.0 * _EPS * (size(a) + jnp.abs(cl) + c_eps_hi + 10.0)
+    allowance = 32.0 * _EPS * (_finite_abs(a) + jnp.abs(cl) + c_eps_hi + 10.0)
     inner = a + cl + allowance
     inner = jnp.where(jnp.isnan(inner), jnp.inf, inner)
     first_out = (cut + 1) * _BLOCK  # the cells from this index on lie outside K

@@ -73,6 +73,12 @@ def _log_one_step(q, sigma, e, remove):
     return log_d, jnp.where(finite, eta + 4.0 * _EPS, 0.0)
 
 
+def finite_abs(v):
+    """|v| where v is finite, else 0: the size of a term in a rounding allowance (infinite
+    terms are handled by the callers' own rules)."""
+    return jnp.where(jnp.isfinite(v), jnp.abs(v), 0.0)
+
+
 def _log_gauss_cells(mean, sigma, edges):
     """log N(mean, σ²)((a_i, a_{i+1})) of consecutive ``edges`` (last axis, ±∞ allowed), and
     each value's relative error bound. Differences of tails on the side away from the mean."""
@@ -84,8 +90,8 @@ def _log_gauss_cells(mean, sigma, edges):
     d = jnp.minimum(small - big, 0.0)
     gap = -jnp.expm1(d)
     log_mass = big + jnp.log(jnp.where(gap > 0, gap, 1.0))
-    fin = lambda v: jnp.where(jnp.isfinite(v), jnp.abs(v), 0.0)
-    rho = _ULPS * _EPS * (1.0 + (fin(big) + fin(small)) / jnp.where(gap > 0, gap, 1.0))
+    rho = _ULPS * _EPS * (1.0 + (finite_abs(big) + finite_abs(small))
+                          / jnp.where(gap > 0, gap, 1.0))
     return jnp.where(gap > 0, log_mass, -jnp.inf), rho
 
 
