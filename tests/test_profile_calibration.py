@@ -138,9 +138,11 @@ def test_batch_size_against_the_profile_by_brute_force():
     epochs = np.array([1.0, 1.0, 4.0, 4.0])
     target = np.array([1.5, 4.0, 2.5, 6.0])
     batch = np.arange(1, n + 1, dtype=np.float64)
-    steps = np.ceil(epochs[:, None] * n / batch)  # (4, n): every B of every case at once
-    tight = np.asarray(profile.epsilon(batch / n, sigma, steps, delta, tier=1).epsilon)
-    loose = np.asarray(conversions.epsilon(batch / n, sigma, steps, delta)[0])
+    # every B of each distinct schedule at once (the cases share two: 1 and 4 epochs)
+    schedules, case = np.unique(epochs, return_inverse=True)
+    steps = np.ceil(schedules[:, None] * n / batch)  # (2, n)
+    tight = np.asarray(profile.epsilon(batch / n, sigma, steps, delta, tier=1).epsilon)[case]
+    loose = np.asarray(conversions.epsilon(batch / n, sigma, steps, delta)[0])[case]
 
     def largest(eps):
         return np.array([batch[e <= t].max(initial=0.0) for e, t in zip(eps, target)])
