@@ -1274,7 +1274,8 @@ def _epsilon_schedule(q, sigma, steps, delta, tier, epsilon_rdp):
         two, q2, s2 = _two_step_runs(qf, sf, tf, xp)
         two = two & (e_rdp > 0) & (e_rdp < np.inf) if concrete else two
         if concrete and two.any():
-            e2, rel2, ok2 = _on_runs(_two_steps.epsilon, two,
+            e2, rel2, ok2 = _on_runs(functools.partial(_two_steps.epsilon, tolerance=TOLERANCE),
+                                     two,
                                      (q2, s2, np.log(positive), np.where(two, e_rdp, 1.0)),
                                      (np.inf, np.inf, False), concrete, _TWO_STEP_PIECE)
             e_prof, rel = _tighter_epsilon(e_prof, rel, np.where(ok2, e2, np.inf),

@@ -91,3 +91,22 @@ def test_two_steps_against_the_nested_quadrature_at_random_points():
     assert ok.mean() >= 0.5, d.status
     bound = 2 * np.asarray(d.rel_error)[ok] + 1e-6
     assert np.all(got[ok] / want[ok] - 1 <= bound), (got[ok] / want[ok] - 1, bound)
+
+
+@pytest.mark.slow
+def test_epsilon_lower_end_within_the_tolerance_where_the_bracket_allows():
+    # Two runs of the domain whose ε(δ) came back PROFILE_LOOSE while the bracket was narrow
+    # enough: the lower end (ε less the bracket's gap over the slope, verified by the lower
+    # sum) was tried only at 1.5 times that step, 1.29e-6 and 1.34e-6 of ε; the lower sum at
+    # ε·(1 − 1e-6) is above δ as well. Against the nested quadrature (about 1e-10 relative
+    # at these δ): δ at the returned ε is 4.7e-6 and 5.9e-6 below the target (sound) and δ
+    # at ε·(1 − 1e-6) is 4.4e-6 and 6.1e-6 above it, so the true ε lies within 1e-6 below.
+    q, sigma = np.array([1.128e-4, 0.01463]), np.array([3.071, 365.1])
+    delta = np.array([4.07e-9, 9.91e-9])
+    e = profile.epsilon(q, sigma, 2, delta)
+    assert np.all(np.asarray(e.status) == profile.PROFILE_OK), e.status
+    for qi, si, di, ei in zip(q, sigma, delta, np.asarray(e.epsilon)):
+        at = lambda x: max(ref.nested_quad_delta(qi, si, 2, x, direction=d)
+                           for d in ("remove", "add"))
+        assert at(ei) <= di * (1 + 1e-9), at(ei) / di - 1
+        assert at(ei * (1 - 1e-6)) > di * (1 + 1e-6), at(ei * (1 - 1e-6)) / di - 1
