@@ -3,8 +3,8 @@ steps are sampled.
 
 References: the frozen 40-digit mpmath CSVs (tests/make_profile_reference.py: closed forms
 for T = 1, nested quadrature for T = 2, 3, the line integral for larger T) and
-dp_accounting's PLD (pessimistic and optimistic, as a bracket) on runs where the line
-integral alone was tens of times above it.
+dp_accounting's PLD (pessimistic and optimistic, as a bracket; frozen by
+tests/make_pld_reference.py) on runs where the line integral alone was tens of times above it.
 """
 
 import jax
@@ -13,7 +13,8 @@ import pytest
 
 from jaxrdp import _split_chernoff, conversions, profile
 
-from helpers import pld_distribution, reference_rows
+import make_pld_reference as pld_reference
+from helpers import reference_rows
 
 
 def _rows(name):
@@ -71,21 +72,11 @@ def test_epsilon_and_delta_agree_up_to_their_choice_of_c():
     assert np.all(np.maximum(*lower) > log_d)
 
 
-def _pld_epsilons(runs, pessimistic):
-    """dp_accounting's PLD ε (discretisation 1e-5) of runs ``(q, σ, T, δ)``."""
-    return np.array([pld_distribution(*run[:3], pessimistic, interval=1e-5)
-                     .get_epsilon_for_delta(run[3]) for run in runs])
-
-
-# Few-sampled runs of the domain benchmark (T = 100) and of bench_profile.py (δ = 1e-5)
-# where the line integral alone returned 65.7, 3.27, 18.7, 4.05 and 2.22 times PLD's ε
-_FEW_SAMPLED = [
-    (1.207e-4, 1.151, 100, 2.08e-8),
-    (1.082e-3, 1.089, 100, 8.21e-12),
-    (3.832e-5, 0.6552, 100, 6.58e-9),
-    (1.304e-3, 0.826, 113, 1e-5),
-    (1.041e-3, 0.699, 105, 1e-5),
-]
+# The runs where the profile meets dp_accounting's PLD, and the PLD's frozen values
+# (discretisation 1e-5, pessimistic and optimistic; tests/make_pld_reference.py). Before
+# the split bound the line integral alone returned 65.7, 3.27, 18.7, 4.05 and 2.22 times
+# PLD's ε on _FEW_SAMPLED.
+_FEW_SAMPLED, _ONE_STEP_CARRIES = pld_reference.FEW_SAMPLED, pld_reference.ONE_STEP_CARRIES
 
 
 @pytest.mark.slow
@@ -94,7 +85,7 @@ def test_few_sampled_epsilon_is_within_a_small_factor_of_pld():
     res = profile.epsilon(q, s, t, d)
     eps = np.asarray(res.epsilon)
     rdp = np.asarray(conversions.epsilon(q, s, t, d)[0])
-    pess, opt = _pld_epsilons(_FEW_SAMPLED, True), _pld_epsilons(_FEW_SAMPLED, False)
+    pess, opt = pld_reference.values("epsilon", _FEW_SAMPLED)
     assert np.all(opt <= eps), (eps, opt)
     # measured 1.04–1.21 times PLD's pessimistic ε (the Chernoff split alone: 1.27–1.94;
     # the line alone: 2.2–65.7)
@@ -105,10 +96,9 @@ def test_few_sampled_epsilon_is_within_a_small_factor_of_pld():
 
 @pytest.mark.slow
 def test_few_sampled_delta_is_sound_and_tighter():
-    q, s, t, eps = 1.207e-4, 1.151, 100, 0.02
+    q, s, t, eps = pld_reference.FEW_SAMPLED_DELTA
     res = profile.delta(q, s, t, eps)
-    bracket = [pld_distribution(q, s, t, pessimistic, interval=1e-5).get_delta_for_epsilon(eps)
-               for pessimistic in (True, False)]
+    bracket = pld_reference.values("delta", [pld_reference.FEW_SAMPLED_DELTA])[:, 0]
     d = float(res.delta)
     # measured 7.76e-11, 1.90 times PLD's pessimistic 4.08e-11 (the Chernoff split alone:
     # 1.50e-9; the line alone: 3.4e-4)
@@ -116,22 +106,15 @@ def test_few_sampled_delta_is_sound_and_tighter():
     assert d < 1e-3 * float(res.delta_rdp)
 
 
-# Runs of the domain benchmark (T = 10 and 1 000) where the Chernoff split alone returned
-# 3.87, 2.32 and 16.6 times PLD's ε: at these δ one rare sampled step carries the loss
-_ONE_STEP_CARRIES = [
-    (1.303e-7, 0.4738, 10, 1.63e-12),
-    (3.305e-5, 0.9029, 10, 4.51e-10),
-    (2.694e-8, 0.4819, 1000, 7.7e-9),
-]
-
-
 @pytest.mark.slow
 def test_union_term_where_one_sampled_step_carries_the_loss():
+    # at these δ one rare sampled step carries the loss: the Chernoff split alone returned
+    # 3.87, 2.32 and 16.6 times PLD's ε
     q, s, t, d = (np.array(c) for c in zip(*_ONE_STEP_CARRIES))
     eps = np.asarray(profile.epsilon(q, s, t, d).epsilon)
-    pess = _pld_epsilons(_ONE_STEP_CARRIES, True)
+    pess, opt = pld_reference.values("epsilon", _ONE_STEP_CARRIES)
     # PLD's optimistic ε of the last run is 0 (its discretisation rounds the rare loss away)
-    opt = _pld_epsilons(_ONE_STEP_CARRIES[:2], False)
+    opt = opt[:2]
     assert np.all(opt <= eps[:2]), (eps, opt)
     # measured 1.19, 1.10 and 1.36 times PLD's pessimistic ε
     assert np.all(eps <= 1.45 * pess), eps / pess
