@@ -337,11 +337,14 @@ def epsilon(q, sigma, log_delta_target, eps_hi, tolerance: float):
         return jnp.where(below, (f(probe) - f_eps) / jnp.maximum(eps - probe, 1e-300), secant)
 
     slope = jnp.maximum(jax.lax.cond(wide, probed, lambda: secant), 1e-300)
+    eps_safe = jnp.where(eps > 0, eps, 1.0)
+
+    def below_truth(e):  # the true ε exceeds e where the lower sum at e is above δ
+        _, lower_e, _ = _bracket(q, sigma, e, cells)
+        return jnp.log(jnp.max(lower_e, 0)) > log_delta_target
+
     step = jnp.minimum(1.5 * gap / slope + 1e-12 * eps, eps)
-    e_low = eps - step
-    _, lower_low, _ = _bracket(q, sigma, e_low, cells)
-    above = jnp.log(jnp.max(lower_low, 0)) > log_delta_target
-    rel = jnp.where(eps > 0, jnp.where(above, step / jnp.where(eps > 0, eps, 1.0), jnp.inf), 0.0)
+    rel = jnp.where(eps > 0, jnp.where(below_truth(eps - step), step / eps_safe, jnp.inf), 0.0)
     # where that step is above the tolerance but the linearised gap itself is within it, the
     # lower sum is tried at ε·(1 − tolerance) as well (the 1.5 is a margin for the
     # linearisation; where the lower sum there is still above δ, none is needed)
@@ -349,8 +352,7 @@ def epsilon(q, sigma, log_delta_target, eps_hi, tolerance: float):
 
     def at_tolerance():
         e_tol = eps - tolerance * (1.0 - 1e-9) * eps
-        _, lower_tol, _ = _bracket(q, sigma, e_tol, cells)
-        verified = may_settle & (jnp.log(jnp.max(lower_tol, 0)) > log_delta_target)
-        return jnp.where(verified, (eps - e_tol) / jnp.where(eps > 0, eps, 1.0), rel)
+        verified = may_settle & below_truth(e_tol)
+        return jnp.where(verified, (eps - e_tol) / eps_safe, rel)
 
     return eps, jax.lax.cond(jnp.any(may_settle), at_tolerance, lambda: rel), ok

@@ -67,14 +67,14 @@ def main():
         out = csv.writer(f)
         out.writerow(["q", "sigma", "steps", "quantity", "at", "pessimistic", "optimistic"])
         for q, sigma, steps, quantity, at in ROWS:
-            values = []
+            pair = []  # pessimistic, optimistic
             for pessimistic in (True, False):
                 pld = pld_distribution(q, sigma, steps, pessimistic, interval=INTERVAL)
-                values.append(pld.get_epsilon_for_delta(at) if quantity == "epsilon"
-                              else pld.get_delta_for_epsilon(at))
+                pair.append(pld.get_epsilon_for_delta(at) if quantity == "epsilon"
+                            else pld.get_delta_for_epsilon(at))
             out.writerow([repr(q), repr(sigma), steps, quantity, repr(at)]
-                         + [repr(float(v)) for v in values])
-            print(q, sigma, steps, quantity, at, values, flush=True)
+                         + [repr(float(v)) for v in pair])
+            print(q, sigma, steps, quantity, at, pair, flush=True)
 
 
 if __name__ == "__main__":
