@@ -200,8 +200,8 @@ def _first_pass(q, sigma):
     return edges, _cells(q, sigma, edges)
 
 
-def _placed_edges(q, sigma, eps, first):
-    """(2, n, CELLS + 1) edges that spread the gaps of the first pass (:func:`_first_pass`)
+def _placed_edges(q, sigma, eps, first, cells=CELLS):
+    """(2, n, cells + 1) edges that spread the gaps of the first pass (:func:`_first_pass`)
     at ε evenly (their third root)."""
     first, first_cells = first
     _, _, gap = _bracket(q, sigma, eps, first_cells)
@@ -209,32 +209,33 @@ def _placed_edges(q, sigma, eps, first):
     w = jnp.cbrt(jnp.maximum(inner, 0.0) / jnp.maximum(jnp.max(inner, -1, keepdims=True),
                                                        1e-300)) + _FLOOR
     cum = jnp.concatenate([jnp.zeros(w.shape[:-1] + (1,)), jnp.cumsum(w, -1)], -1)
-    target = jnp.linspace(0.0, 1.0, CELLS - 1) * cum[..., -1:]
+    target = jnp.linspace(0.0, 1.0, cells - 1) * cum[..., -1:]
     x = first[..., 1:-1]
     placed = jax.vmap(jax.vmap(jnp.interp))(target, cum, x)
     inf = jnp.full(placed.shape[:-1] + (1,), jnp.inf)
     return jnp.concatenate([-inf, placed, inf], -1)
 
 
-def delta_bounds(q, sigma, eps, with_lower=True):
+def delta_bounds(q, sigma, eps, with_lower=True, cells: int = CELLS):
     """Upper and lower bounds of δ_2(ε) per direction, ``(2, n)`` each (axis 0: remove, add;
     ``with_lower=False``: the lower is None).
 
     Args:
       q, sigma: ``(n,)`` one step's rate in (0, 1) and noise multiplier (> 0).
       eps: ``(n,)`` ε ≥ 0.
+      cells: cells of the bracket (a Python int; the gap shrinks about as cells⁻²).
     """
-    edges = _placed_edges(q, sigma, eps, _first_pass(q, sigma))
+    edges = _placed_edges(q, sigma, eps, _first_pass(q, sigma), cells)
     return _bracket(q, sigma, eps, _cells(q, sigma, edges), with_lower)[:2]
 
 
-@jax.jit
-def log_delta(q, sigma, eps):
+@functools.partial(jax.jit, static_argnames=("cells",))
+def log_delta(q, sigma, eps, cells: int = CELLS):
     """(log δ_rem, log δ_add, relative error bound) of two steps at ε, ``(n,)`` each: the
-    upper sums of :func:`delta_bounds`; the bound is err/est of the bracket of max(δ_rem,
-    δ_add) about its midpoint, (U − L)/(U + L), as the line integral states its own (the
-    truth is at least U·(1 − rel)/(1 + rel) = L)."""
-    upper, lower = delta_bounds(q, sigma, eps)
+    upper sums of :func:`delta_bounds` on ``cells`` cells (static); the bound is err/est of
+    the bracket of max(δ_rem, δ_add) about its midpoint, (U − L)/(U + L), as the line
+    integral states its own (the truth is at least U·(1 − rel)/(1 + rel) = L)."""
+    upper, lower = delta_bounds(q, sigma, eps, cells=cells)
     top, bottom = jnp.max(upper, 0), jnp.max(lower, 0)
     rel = (top - bottom) / jnp.where(top > 0, top + bottom, 1.0)  # err/est about the midpoint
     return jnp.log(upper[0]), jnp.log(upper[1]), jnp.where(top == 0, 0.0, rel)
