@@ -114,9 +114,9 @@ def test_epsilon_lower_end_within_the_tolerance_where_the_bracket_allows():
 
 @pytest.mark.slow
 def test_delta_on_finer_cells_where_the_first_bracket_misses_the_tolerance():
-    # Four domain runs whose δ(ε) came back PROFILE_LOOSE on 2 048 cells (the bracket's own
-    # gap 1.1e-6 to 1.6e-6 of δ): the runs still above the tolerance are bracketed again on
-    # 4 096 cells (the gap falls about fourfold). Measured against the nested quadrature
+    # Four domain runs whose δ(ε) came back PROFILE_LOOSE on 2 048 cells: the runs still
+    # above the tolerance are bracketed again on 4 096 cells (the gap falls about fourfold;
+    # δ came down by 1.0e-6 to 1.6e-6 on these). Measured against the nested quadrature
     # (about 1e-10 relative at these δ): 4.0e-7, 3.4e-7, 5.8e-7 and 5.2e-7 above, each
     # within its stated error bound (2.6e-7 to 4.9e-7 about the bracket's midpoint).
     q = np.array([0.006737274067388433, 0.1685091220608952, 0.020607682327391807,
