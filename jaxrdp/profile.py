@@ -1042,7 +1042,8 @@ def _shared_segment(qf, sf, tf):
     return shared, top(qf), top(sf), count, np.sum(sampled, axis=-1)
 
 
-#: runs per call of :mod:`jaxrdp._two_steps` (its cells: 2 × 2 049 per run and direction)
+#: runs per call of :mod:`jaxrdp._two_steps` (its cells: 2 × 2 049 per run and direction,
+#: 2 × 4 097 on the δ(ε) retry)
 _TWO_STEP_PIECE = 16
 #: two-step δ(ε) whose error bound is above TOLERANCE but below this many times it are
 #: bracketed again on twice the cells
