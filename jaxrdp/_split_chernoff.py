@@ -119,7 +119,7 @@ def _log_cell_moments(q, sigma, c, cells):
     the cells' largest loss (widened upward by its rounding), ``(2, n, k)`` each; ``cells``:
     an entry of :data:`_CELLS`."""
     edges = _edges(q, sigma, *cells)
-    log_p, log_ratio, ell, rho = _two_steps._cells(q, sigma, edges)
+    log_p, log_ratio, ell, rho, rho_ratio = _two_steps._cells(q, sigma, edges)
     # the loss's rounding at the ends: ℓ = log1p(y), y = q·expm1(z), z = (2x − 1)/2σ²:
     # dℓ/dz ≤ 1, and log1p turns y's relative error into |y|/(1 + y) = |expm1(−ℓ)| times it
     # (large only where q is near 1 and x far below 0)
@@ -132,13 +132,14 @@ def _log_cell_moments(q, sigma, c, cells):
     # the add direction's loss decreases in x: reverse its cells (low loss first)
     remove = (jnp.arange(2) == 0)[:, None, None]
     flip = lambda v: jnp.where(remove, v, v[..., ::-1])
-    log_p, log_ratio, rho = flip(log_p), flip(log_ratio), flip(rho)
+    log_p, log_ratio, rho, rho_ratio = flip(log_p), flip(log_ratio), flip(rho), flip(rho_ratio)
     ell, widen = flip(ell), flip(widen)
     l_lo = ell[..., :-1] - widen[..., :-1]  # the low-loss end of each cell, widened down
     l_hi = ell[..., 1:] + widen[..., 1:]  # and the high-loss end, widened up
     # ū = Q(C)/P(C) lowered by its error bound (a smaller ū only raises the chord)
     # (where its bound is that loose, ū = 0: the chord's largest value)
-    log_u = jnp.where(rho < 0.5, log_ratio + jnp.log1p(-jnp.minimum(rho, 0.5)), -jnp.inf)
+    log_u = jnp.where(rho_ratio < 0.5, log_ratio + jnp.log1p(-jnp.minimum(rho_ratio, 0.5)),
+                      -jnp.inf)
     # λ = (u₊ − ū)/(u₊ − u₋) = (1 − ū e^{ℓ_lo})/(1 − e^{ℓ_lo − ℓ_hi}), raised by the rounding
     # of both (their exponents' absolute rounding, a few eps times their parts)
     num = (-jnp.expm1(jnp.minimum(log_u + l_lo, 0.0))

@@ -19,7 +19,8 @@ t̄_i = e^ε Q(C_i)/P_i and t_i^−, t_i^+ the ends of t over the cell, convexit
 (Jensen's inequality below, the chord above; where t_i^+ = ∞ the chord is h(t_i^−), h being
 decreasing). Both sums hold for *any* partition, so the cells' placement only decides how
 tight the bracket is, never whether it holds: the cells (all masses are Gaussian tails,
-:func:`_log_cell_masses`) are placed by equidistributing a first, uniform pass's gaps (the
+:func:`_log_gauss_cells`; the ratios Q_i/P_i on narrow cells from the cell itself,
+:func:`_log_local_ratio`) are placed by equidistributing a first, uniform pass's gaps (the
 gap is second order in a cell's width; its third root spreads it evenly). h at negative
 arguments comes from the duality δ_{P,Q}(e) = 1 − e^e + e^e δ_{Q,P}(−e), so both directions
 need the one-step closed form at |e| only.
@@ -97,11 +98,67 @@ def _log_gauss_cells(mean, sigma, edges):
     return jnp.where(gap > 0, log_mass, -jnp.inf), rho
 
 
+#: Gauss–Legendre rule of :func:`_log_local_ratio` and the Bernstein ellipse of its bound
+_LOCAL_NODES, _LOCAL_WEIGHTS = np.polynomial.legendre.leggauss(8)
+_LOCAL_RHO = 16.0
+#: (32/15)·ρ^{−2n}/(ρ² − 1): Trefethen, ATAP (2019), Thm 19.3, on an interval of half-width
+#: w/2 and relative to w times the integrand's minimum there
+_LOCAL_CONSTANT = 32.0 / 15.0 * _LOCAL_RHO ** (-2.0 * _LOCAL_NODES.size) / (_LOCAL_RHO ** 2 - 1.0)
+_LOCAL_REACH = 0.5 * (1.0 + (_LOCAL_RHO + 1.0 / _LOCAL_RHO) / 2.0)  # |y| ≤ reach·w in it
+
+
+def _log_local_ratio(sigma, edges):
+    """log R_i = log(N(1, σ²)(C_i)/N(0, σ²)(C_i)) of each finite cell C_i = (a, b), computed
+    on the cell itself, and its relative error bound (+∞ on the end cells).
+
+    With m the cell's midpoint, w = b − a and s = 1/σ², R_i = e^{s(2m − 1)/2}·J(s(1 − m))/J(−sm),
+    J(β) = ∫_{−w/2}^{w/2} e^{βy − sy²/2} dy: a ratio of two integrals of positive, entire
+    functions, by an 8-point Gauss–Legendre rule. Its error is at most (w/2)(64/15)·M·ρ^{−16}/(ρ² − 1)
+    for |f| ≤ M on the Bernstein ellipse of parameter ρ = 16 (Trefethen, *Approximation
+    Theory and Approximation Practice*, Thm 19.3), which lies in the disc |y| ≤ 4.02·w, and
+    J ≥ w·e^{−|β|w/2 − sw²/8}; so the bound below holds on every cell, and it is small where
+    the cell is narrow against the Gaussians' scale. The differences of Gaussian tails in
+    :func:`_log_gauss_cells` lose a factor of the tails over the cell's mass there instead
+    (on 8 192 cells at ε near 1e-4, their rounding carried into t̄ was what bounded the
+    bracket's gap).
+    """
+    s = 1.0 / sigma[..., None] ** 2
+    a, b = edges[..., :-1], edges[..., 1:]
+    finite = jnp.isfinite(a) & jnp.isfinite(b)
+    a, b = jnp.where(finite, a, 0.0), jnp.where(finite, b, 1.0)
+    m, w = 0.5 * (a + b), b - a
+    y = 0.5 * w[..., None] * _LOCAL_NODES
+    beta0, beta1 = -s * m, s * (1.0 - m)
+    log_f = lambda beta: beta[..., None] * y - 0.5 * s[..., None] * y ** 2
+    log_j = lambda beta: jax.nn.logsumexp(log_f(beta), axis=-1, b=_LOCAL_WEIGHTS)
+    log_r = 0.5 * s * (2.0 * m - 1.0) + log_j(beta1) - log_j(beta0)
+    reach = _LOCAL_REACH * w
+
+    def quadrature_bound(beta):
+        return _LOCAL_CONSTANT * jnp.exp(jnp.minimum(
+            jnp.abs(beta) * (reach + 0.5 * w) + 0.5 * s * (reach ** 2 + 0.25 * w ** 2), 700.0))
+
+    # the rule on both, the sums and the exponents' rounding, the exponent in front of the
+    # ratio (s itself rounded), and the cell the rule integrates: m and w are rounded, so its
+    # ends may differ from a and b by eps·(|a| + |b|), and |∂ log R/∂(an end)| ≤
+    # s·e^{sw}·e^{|β|w + sw²} (the density ratio e^{s(x − 1/2)} varies by e^{sw} over the cell)
+    spread = jnp.minimum((s + jnp.abs(beta0) + jnp.abs(beta1)) * w + s * w ** 2, 50.0)
+    rho = (quadrature_bound(beta0) + quadrature_bound(beta1) + 64.0 * _EPS
+           + 8.0 * _EPS * (jnp.abs(0.5 * s * (2.0 * m - 1.0)) + (jnp.abs(beta0) + jnp.abs(beta1)
+                                                                   + s * w) * w + 1.0)
+           + 4.0 * _EPS * s * (jnp.abs(a) + jnp.abs(b)) * jnp.exp(spread))
+    return log_r, jnp.where(finite & (w > 0), rho, jnp.inf)
+
+
 def _cells(q, sigma, edges):
     """The ε-free part of the cells of one direction pair: log P_i, log Q_i − log P_i, the
-    loss ℓ at the cells' ends and the masses' error bounds. ``edges``: (2, n, k+1)
-    increasing, ±∞ at the ends; axis 0 is (remove, add). Returns arrays of shape (2, n, k)
-    (ℓ: (2, n, k+1)); :func:`_shift` adds ε."""
+    loss ℓ at the cells' ends, the masses' error bound and that of Q_i/P_i. ``edges``:
+    (2, n, k+1) increasing, ±∞ at the ends; axis 0 is (remove, add). Returns arrays of shape
+    (2, n, k) (ℓ: (2, n, k+1)); :func:`_shift` adds ε.
+
+    Q_i/P_i is 1/(1 − q + qR_i) (remove) or 1 − q + qR_i (add), R_i = N(1, σ²)(C_i)/N(0, σ²)(C_i),
+    each R_i from the differences of tails or from :func:`_log_local_ratio`, whichever bounds
+    its error closer (the error of R_i passes to Q_i/P_i at most as it is)."""
     q_, s_ = q[None, :], sigma[None, :]
     l0, r0 = _log_gauss_cells(jnp.zeros_like(q_), jnp.broadcast_to(s_, edges.shape[:2]), edges)
     l1, r1 = _log_gauss_cells(jnp.ones_like(q_), jnp.broadcast_to(s_, edges.shape[:2]), edges)
@@ -110,20 +167,25 @@ def _cells(q, sigma, edges):
     r_mix = jnp.maximum(r0, r1) + 4.0 * _EPS
     remove = (jnp.arange(2) == 0)[:, None, None]
     log_p, log_q_cell = jnp.where(remove, l_mix, l0), jnp.where(remove, l0, l_mix)
-    rho = r0 + r_mix  # of P_i and Q_i together (both enter t̄)
+    rho = r0 + r_mix  # of P_i (and of the tails' Q_i/P_i: both masses enter it)
+    log_r, rho_local = _log_local_ratio(s_, edges)
+    mixed = jnp.logaddexp(log_1mq, log_q + log_r)  # log(1 − q + qR), rounding 4eps(|·| + 2)
+    local = rho_local < rho
+    log_ratio = jnp.where(local, jnp.where(remove, -mixed, mixed), log_q_cell - log_p)
+    rho_ratio = jnp.where(local, rho_local + 8.0 * _EPS * (finite_abs(mixed) + 2.0), rho)
     # the loss at the ends: ℓ = log(1 − q + q e^{(2x − 1)/2σ²}) (remove), −ℓ (add)
     x = jnp.where(jnp.isfinite(edges), edges, 0.0)
     ell = jnp.log1p(q_[..., None] * jnp.expm1((2.0 * x - 1.0) / (2.0 * s_[..., None] ** 2)))
     ell = jnp.where(edges == -jnp.inf, log_1mq, jnp.where(edges == jnp.inf, jnp.inf, ell))
-    return log_p, log_q_cell - log_p, jnp.where(remove, ell, -ell), rho
+    return log_p, log_ratio, jnp.where(remove, ell, -ell), rho, rho_ratio
 
 
 def _shift(cells, eps):
-    """(log P_i, log t̄_i, log t at the ends, ρ) of :func:`_cells` at ε ``(n,)``:
-    t = e^{ε − ℓ}, t̄_i = e^ε Q_i/P_i."""
-    log_p, log_ratio, ell, rho = cells
+    """(log P_i, log t̄_i, log t at the ends, ρ of P_i, ρ of t̄_i) of :func:`_cells` at ε
+    ``(n,)``: t = e^{ε − ℓ}, t̄_i = e^ε Q_i/P_i."""
+    log_p, log_ratio, ell, rho, rho_ratio = cells
     log_t = jnp.where(jnp.isinf(ell), -ell, eps[None, :, None] - ell)
-    return log_p, eps[None, :, None] + log_ratio, log_t, rho
+    return log_p, eps[None, :, None] + log_ratio, log_t, rho, rho_ratio
 
 
 def _bracket(q, sigma, eps, cells, with_lower=True):
@@ -132,11 +194,11 @@ def _bracket(q, sigma, eps, cells, with_lower=True):
     of any partition.
 
     The upper sum is raised and the lower lowered by the rounding of every term: the masses'
-    (ρ, relative), the one-step values' (η, relative), and t̄'s through λ (upper) or through
-    the slope of h at t̄ (lower; bounded by the chord slope of the next cell towards smaller
-    t, h being convex).
+    (ρ, relative), the one-step values' (η, relative), and t̄'s (its ratio's bound, see
+    :func:`_cells`) through λ (upper) or through the slope of h at t̄ (lower; bounded by the
+    chord slope of the next cell towards smaller t, h being convex).
     """
-    log_p, log_tbar, log_t, rho = _shift(cells, eps)
+    log_p, log_tbar, log_t, rho, rho_ratio = _shift(cells, eps)
     remove = (jnp.arange(2) == 0)[:, None, None]
     qe, se = q[None, :, None], sigma[None, :, None]
     h_ends, eta_ends = _log_one_step(qe, se, log_t, remove)
@@ -156,8 +218,8 @@ def _bracket(q, sigma, eps, cells, with_lower=True):
     lam = jnp.where(from_zero, lam_zero, jnp.where(span > 0, lam_rel, 0.0))
     lam = jnp.clip(lam, 0.0, 1.0)
     chord = jnp.where(finite_hi, h_lo + lam * (h_hi - h_lo), h_lo)
-    # rounding of t̄ (relative ρ + rounding of its log) through λ: Δλ = t̄·Δ/(t⁺ − t⁻)
-    d_tbar = rho + 4.0 * _EPS * (1.0 + jnp.abs(safe(log_tbar)))
+    # rounding of t̄ (its ratio's bound + rounding of its log) through λ: Δλ = t̄·Δ/(t⁺ − t⁻)
+    d_tbar = rho_ratio + 4.0 * _EPS * (1.0 + jnp.abs(safe(log_tbar)))
     tbar_over_span = jnp.where(from_zero, lam_zero,
                                jnp.exp(safe(log_tbar - lo_t)) / jnp.where(
                                    span > 0, jnp.expm1(safe(span)), 1.0))

@@ -112,10 +112,12 @@ then four Illinois steps on cells placed once), and one compilation of each prog
 runs whose bracket is wider than :data:`TOLERANCE`, but less than 8 times, are bracketed
 again on 4 096 cells (the gap falls about fourfold; one more program, compiled only where a
 call has such a run): on 256 random T = 2 runs, δ(ε) within 1e-6 went from 29 to 33 of the
-39 in the domain. ε(δ) keeps 2 048 cells: its 7 loose runs there (ε of 1.1e-4 to 2.4e-4)
-stayed loose on 4 096, and 3 others became loose. At those ε the masses' rounding bound,
-carried into t̄ and amplified by the one-step profile's slope, binds, and it grows as the
-cells narrow (``benchmarks/README.md``).
+39 in the domain. ε(δ) keeps 2 048 cells. Each cell's Q_i/P_i is computed on the cell
+itself where that bounds it closer than differences of Gaussian tails
+(``_two_steps._log_local_ratio``): at ε near 1e-4 the tails' rounding, carried into t̄ and
+amplified by the one-step profile's slope, was what bounded the bracket (and it grew as the
+cells narrowed); on the same 256 runs ε(δ) within 1e-6 went from 88 to all 95 in the domain
+and δ(ε) from 33 to 38 of 39 (``benchmarks/README.md``).
 
 Where the answer has no lower end after all of the above (its error bound at least its
 estimate: few sampled steps, the line cancelling), single-segment runs at q < 1 (concrete
