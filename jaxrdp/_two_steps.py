@@ -345,7 +345,8 @@ def epsilon(q, sigma, log_delta_target, eps_hi, tolerance: float):
     δ, the true ε lies above ε·(1 − r)); where that r exceeds ``tolerance`` while the gap's
     share alone is within it, from the lower sum at ε·(1 − tolerance) as well (on 256
     random T = 2 runs across the domain, ε(δ) within 1e-6 in 88 of the 95 in the domain,
-    from 81; ε itself unchanged).
+    from 81; ε itself unchanged; in all 95 since the ratios Q_i/P_i are computed on the
+    cells, :func:`_log_local_ratio`).
 
     Args:
       q, sigma: ``(n,)`` as in :func:`delta_bounds`.
