@@ -32,6 +32,36 @@ DELTA = np.array([float(r["delta"]) for r in ROWS])
 REF_REL = 1e-9  # the rows' 10 digits
 
 
+def _reference_delta(q, sigma, eps):
+    """max over the directions of the nested quadrature's two-step δ at one point."""
+    return max(ref.nested_quad_delta(q, sigma, 2, eps, direction=d) for d in ("remove", "add"))
+
+
+def _assert_epsilon_ok_and_within_the_tolerance(q, sigma, delta):
+    """ε(δ) of two steps is PROFILE_OK, δ at it is within the target and δ at ε·(1 − 1e-6)
+    above it (so the true ε lies within 1e-6 below), by the nested quadrature (about 1e-10
+    relative)."""
+    e = profile.epsilon(q, sigma, 2, delta)
+    assert np.all(np.asarray(e.status) == profile.PROFILE_OK), e.status
+    for qi, si, di, ei in zip(q, sigma, delta, np.asarray(e.epsilon)):
+        at = lambda x: _reference_delta(qi, si, x)  # noqa: E731
+        assert at(ei) <= di * (1 + 1e-9), at(ei) / di - 1
+        assert at(ei * (1 - 1e-6)) > di * (1 + 1e-6), at(ei * (1 - 1e-6)) / di - 1
+
+
+def _assert_delta_ok_and_within_its_bound(q, sigma, eps):
+    """δ(ε) of two steps is PROFILE_OK, never below the nested quadrature and above it by at
+    most twice its stated relative error (a bound about the bracket's midpoint)."""
+    d = profile.delta(q, sigma, 2, eps)
+    assert np.all(np.asarray(d.status) == profile.PROFILE_OK), d.rel_error
+    rel = np.asarray(d.rel_error)
+    assert np.all(rel <= profile.TOLERANCE), rel
+    want = np.array([_reference_delta(*point) for point in zip(q, sigma, eps)])
+    got = np.asarray(d.delta)
+    assert np.all(got >= want * (1 - 1e-9)), got / want - 1
+    assert np.all(got / want - 1 <= 2 * rel + 1e-9), (got / want - 1, rel)
+
+
 @pytest.mark.slow
 def test_bracket_holds_each_direction_of_the_references():
     # both sums bracket both directions (q = 0.0107, σ = 1.97, ε = 0.02: δ_add = 3.4e-17; the
@@ -104,13 +134,7 @@ def test_epsilon_lower_end_within_the_tolerance_where_the_bracket_allows():
     # at ε·(1 − 1e-6) is 4.4e-6 and 6.1e-6 above it, so the true ε lies within 1e-6 below.
     q, sigma = np.array([1.128e-4, 0.01463]), np.array([3.071, 365.1])
     delta = np.array([4.07e-9, 9.91e-9])
-    e = profile.epsilon(q, sigma, 2, delta)
-    assert np.all(np.asarray(e.status) == profile.PROFILE_OK), e.status
-    for qi, si, di, ei in zip(q, sigma, delta, np.asarray(e.epsilon)):
-        at = lambda x: max(ref.nested_quad_delta(qi, si, 2, x, direction=d)
-                           for d in ("remove", "add"))
-        assert at(ei) <= di * (1 + 1e-9), at(ei) / di - 1
-        assert at(ei * (1 - 1e-6)) > di * (1 + 1e-6), at(ei * (1 - 1e-6)) / di - 1
+    _assert_epsilon_ok_and_within_the_tolerance(q, sigma, delta)
 
 
 @pytest.mark.slow
@@ -126,15 +150,7 @@ def test_delta_on_finer_cells_where_the_first_bracket_misses_the_tolerance():
                       0.6593191343812133])
     eps = np.array([0.10670739130551442, 0.6140667976902143, 0.0035483285664493643,
                     4.736137768430761])
-    d = profile.delta(q, sigma, 2, eps)
-    assert np.all(np.asarray(d.status) == profile.PROFILE_OK), d.rel_error
-    rel = np.asarray(d.rel_error)
-    assert np.all(rel <= profile.TOLERANCE), rel
-    want = np.array([max(ref.nested_quad_delta(qi, si, 2, ei, direction=k)
-                         for k in ("remove", "add")) for qi, si, ei in zip(q, sigma, eps)])
-    got = np.asarray(d.delta)
-    assert np.all(got >= want * (1 - 1e-9)), got / want - 1
-    assert np.all(got / want - 1 <= 2 * rel + 1e-9), (got / want - 1, rel)
+    _assert_delta_ok_and_within_its_bound(q, sigma, eps)
 
 
 def test_cell_local_ratio_against_mpmath():
@@ -171,21 +187,8 @@ def test_epsilon_and_delta_near_1e_4_settle_with_the_cell_local_ratio():
     q = np.array([3.202501407379977e-05, 0.08625488655932854])
     sigma = np.array([3.5302752337999963, 3398.6977573811323])
     delta = np.array([2.1463185709508498e-16, 6.904546395156022e-13])
-    e = profile.epsilon(q, sigma, 2, delta)
-    assert np.all(np.asarray(e.status) == profile.PROFILE_OK), e.status
-    for qi, si, di, ei in zip(q, sigma, delta, np.asarray(e.epsilon)):
-        at = lambda x: max(ref.nested_quad_delta(qi, si, 2, x, direction=d)
-                           for d in ("remove", "add"))
-        assert at(ei) <= di * (1 + 1e-9), at(ei) / di - 1
-        assert at(ei * (1 - 1e-6)) > di * (1 + 1e-6), at(ei * (1 - 1e-6)) / di - 1
+    _assert_epsilon_ok_and_within_the_tolerance(q, sigma, delta)
     q = np.array([5.5794970828464204e-05, 0.1383333878241417])
     sigma = np.array([2.427169738585979, 3243.6818755890836])
     eps = np.array([0.00032791369754378645, 0.00017778275898598978])
-    d = profile.delta(q, sigma, 2, eps)
-    assert np.all(np.asarray(d.status) == profile.PROFILE_OK), d.rel_error
-    rel = np.asarray(d.rel_error)
-    want = np.array([max(ref.nested_quad_delta(qi, si, 2, ei, direction=k)
-                         for k in ("remove", "add")) for qi, si, ei in zip(q, sigma, eps)])
-    got = np.asarray(d.delta)
-    assert np.all(got >= want * (1 - 1e-9)), got / want - 1
-    assert np.all(got / want - 1 <= 2 * rel + 1e-9), (got / want - 1, rel)
+    _assert_delta_ok_and_within_its_bound(q, sigma, eps)
