@@ -110,14 +110,15 @@ across the domain, ε(δ) within 1e-6 went from 39% to 63% and RDP fallbacks fro
 It costs about 35 ms per run for δ(ε) and 70 ms for ε(δ) on a 2 vCPU CPU (a coarse search,
 then four Illinois steps on cells placed once), and one compilation of each program. δ(ε)
 runs whose bracket is wider than :data:`TOLERANCE`, but less than 8 times, are bracketed
-again on 4 096 cells (the gap falls about fourfold; one more program, compiled only where a
-call has such a run): on 256 random T = 2 runs, δ(ε) within 1e-6 went from 29 to 33 of the
-39 in the domain. ε(δ) keeps 2 048 cells. Each cell's Q_i/P_i is computed on the cell
-itself where that bounds it closer than differences of Gaussian tails
-(``_two_steps._log_local_ratio``): at ε near 1e-4 the tails' rounding, carried into t̄ and
-amplified by the one-step profile's slope, was what bounded the bracket (and it grew as the
-cells narrowed); on the same 256 runs ε(δ) within 1e-6 went from 88 to all 95 in the domain
-and δ(ε) from 33 to 38 of 39 (``benchmarks/README.md``).
+again on 4 096 cells, and so again on 8 192 (the gap falls about fourfold each time; one
+more program each, compiled only where a call has such a run): on 256 random T = 2 runs,
+δ(ε) within 1e-6 went from 29 to 33 of the 39 in the domain with the first retry. ε(δ)
+keeps 2 048 cells. Each cell's Q_i/P_i is computed on the cell itself where that bounds it
+closer than differences of Gaussian tails (``_two_steps._log_local_ratio``): at ε near 1e-4
+the tails' rounding, carried into t̄ and amplified by the one-step profile's slope, was what
+bounded the bracket (and it grew as the cells narrowed); on the same 256 runs ε(δ) within
+1e-6 went from 88 to all 95 in the domain and δ(ε) from 33 to 38 of 39, and to all 39 with
+the second retry (``benchmarks/README.md``).
 
 Where the answer has no lower end after all of the above (its error bound at least its
 estimate: few sampled steps, the line cancelling), single-segment runs at q < 1 (concrete
@@ -1045,8 +1046,11 @@ def _shared_segment(qf, sf, tf):
 
 
 #: runs per call of :mod:`jaxrdp._two_steps` (its cells: 2 × 2 049 per run and direction,
-#: 2 × 4 097 on the δ(ε) retry)
+#: up to 2 × 8 193 on the δ(ε) retries)
 _TWO_STEP_PIECE = 16
+#: the cells of two-step δ(ε): the first bracket's, then the retries' (each a program of its
+#: own, compiled only where a call has such a run)
+_TWO_STEP_CELLS = (_two_steps.CELLS, 2 * _two_steps.CELLS, 4 * _two_steps.CELLS)
 #: two-step δ(ε) whose error bound is above TOLERANCE but below this many times it are
 #: bracketed again on twice the cells
 _FINER_CELLS_REACH = 8
@@ -1217,7 +1221,7 @@ def delta_schedule(q, sigma, steps, epsilon, *, tier: int | None = None) -> Prof
         rel = xp.where(one, eta1, rel)
         two, q2, s2 = _two_step_runs(qf, sf, tf, xp)
         if concrete and two.any():
-            for cells in (_two_steps.CELLS, 2 * _two_steps.CELLS):
+            for cells in _TWO_STEP_CELLS:
                 if not two.any():
                     break
                 lr2, la2, rel2 = _on_runs(functools.partial(_two_steps.log_delta, cells=cells),

@@ -176,19 +176,22 @@ def test_cell_local_ratio_against_mpmath():
 
 
 @pytest.mark.slow
-def test_epsilon_and_delta_near_1e_4_settle_with_the_cell_local_ratio():
-    # Domain runs at ε near 1e-4 whose bracket came back PROFILE_LOOSE: the differences of
+def test_epsilon_and_delta_settle_with_the_cell_local_ratio_and_finer_cells():
+    # Domain runs whose bracket came back PROFILE_LOOSE. At ε near 1e-4 the differences of
     # Gaussian tails bounded Q_i/P_i to 1e-9 or so on narrow cells, which the one-step
     # profile's slope carried into a gap of 3e-5 of δ (ε(δ): relative bounds 1.6e-6 to
-    # 2.3e-6). With the cell-local ratio both are PROFILE_OK. Against the nested quadrature:
+    # 2.3e-6); with the cell-local ratio they are PROFILE_OK. Against the nested quadrature:
     # δ at the returned ε is 1.2e-5 and 4.9e-6 below the target and δ at ε·(1 − 1e-6) 9.5e-6
-    # and 2.4e-5 above it, so the true ε lies within 1e-6 below; δ(ε) is 8.5e-7 and 4.7e-7
-    # above the reference (bounds 6.4e-7 and 3.5e-7 about the bracket's midpoint).
+    # and 2.4e-5 above it, so the true ε lies within 1e-6 below; δ(ε) is 8.5e-7, 4.7e-7
+    # and 4.9e-7 above the reference (bounds 6.4e-7, 3.5e-7 and 3.7e-7 about the bracket's
+    # midpoint).
     q = np.array([3.202501407379977e-05, 0.08625488655932854])
     sigma = np.array([3.5302752337999963, 3398.6977573811323])
     delta = np.array([2.1463185709508498e-16, 6.904546395156022e-13])
     _assert_epsilon_ok_and_within_the_tolerance(q, sigma, delta)
-    q = np.array([5.5794970828464204e-05, 0.1383333878241417])
-    sigma = np.array([2.427169738585979, 3243.6818755890836])
-    eps = np.array([0.00032791369754378645, 0.00017778275898598978])
+    # the third δ(ε) is bracketed to 5.9e-6 on 2 048 cells and 1.5e-6 on 4 096: it settles
+    # on 8 192 (3.7e-7)
+    q = np.array([5.5794970828464204e-05, 0.1383333878241417, 0.04802480803113916])
+    sigma = np.array([2.427169738585979, 3243.6818755890836, 7.594604045000276])
+    eps = np.array([0.00032791369754378645, 0.00017778275898598978, 0.05984589791761712])
     _assert_delta_ok_and_within_its_bound(q, sigma, eps)
