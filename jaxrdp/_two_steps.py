@@ -104,7 +104,9 @@ _LOCAL_RHO = 16.0
 #: (32/15)·ρ^{−2n}/(ρ² − 1): Trefethen, ATAP (2019), Thm 19.3, on an interval of half-width
 #: w/2 and relative to w times the integrand's minimum there
 _LOCAL_CONSTANT = 32.0 / 15.0 * _LOCAL_RHO ** (-2.0 * _LOCAL_NODES.size) / (_LOCAL_RHO ** 2 - 1.0)
-_LOCAL_REACH = 0.5 * (1.0 + (_LOCAL_RHO + 1.0 / _LOCAL_RHO) / 2.0)  # |y| ≤ reach·w in it
+#: the bound's disc |y| ≤ reach·w: it contains the ellipse (semi-major axis (ρ + 1/ρ)/4·w =
+#: 4.02·w about the cell's midpoint) with room to spare, 4.52·w
+_LOCAL_REACH = 0.5 * (1.0 + (_LOCAL_RHO + 1.0 / _LOCAL_RHO) / 2.0)
 
 
 def _log_local_ratio(sigma, edges):
@@ -115,7 +117,8 @@ def _log_local_ratio(sigma, edges):
     J(β) = ∫_{−w/2}^{w/2} e^{βy − sy²/2} dy: a ratio of two integrals of positive, entire
     functions, by an 8-point Gauss–Legendre rule. Its error is at most (w/2)(64/15)·M·ρ^{−16}/(ρ² − 1)
     for |f| ≤ M on the Bernstein ellipse of parameter ρ = 16 (Trefethen, *Approximation
-    Theory and Approximation Practice*, Thm 19.3), which lies in the disc |y| ≤ 4.02·w, and
+    Theory and Approximation Practice*, Thm 19.3), which lies in the disc |y| ≤ 4.02·w (the
+    bound takes M on |y| ≤ 4.52·w, a larger disc), and
     J ≥ w·e^{−|β|w/2 − sw²/8}; so the bound below holds on every cell, and it is small where
     the cell is narrow against the Gaussians' scale. The differences of Gaussian tails in
     :func:`_log_gauss_cells` lose a factor of the tails over the cell's mass there instead
