@@ -39,7 +39,8 @@ by generous multiples of eps (:data:`_ALLOWANCE`), μ's logarithm by its parts' 
 
 Measured on the domain sample's loose runs (``benchmarks/bench_profile_domain.py``): where
 q·√T is below about 1e-5 and σ below about 0.7 the bracket closes to 1e-8–1e-6 of δ; where
-more steps are sampled the curvature and two-exit terms open it (see :func:`epsilon`).
+more steps are sampled, or many tiny losses add up (σ large), the curvature and two-exit
+terms open it (``benchmarks/README.md``).
 Float64 and concrete inputs: :mod:`jaxrdp.profile` calls it on single-segment runs that its
 other methods leave above the tolerance.
 """

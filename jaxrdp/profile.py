@@ -138,7 +138,8 @@ term from above (the other steps' factor Y = e^{−L'} has mean μ and a varianc
 closed form). Where a rare far step carries the loss (q·√T below about 1e-5, σ below about
 0.7, tiny δ) the bracket closes to 1e-8–1e-6 of δ: 7 of the 66 loose T = 3 ε(δ) of the domain
 sample became ``PROFILE_OK``, each of them 1.2–10% below the earlier answer; elsewhere it
-rarely helps, at about 2 000 one-step evaluations per run.
+rarely helps. Its cost: 30 one-step evaluations per run for δ(ε), and for ε(δ) as many to
+check the sound ε, then about 4 000 where the bracket meets δ there.
 
 ε(δ): Newton on log δ_up(ε) along the line (only e^{−zε} changes with ε), then the smallest of
 a few points just above the root at which the bounded δ of both directions is verified ≤ δ.
@@ -1092,7 +1093,7 @@ def _split_runs(qf, sf, tf, unbounded):
 def _one_exit_runs(qf, sf, tf, loose):
     """Runs of one sampled segment at q < 1 and T ≥ 2 among ``loose`` ``(n,)`` (concrete
     float64 calls), and that segment's q, σ and T: the ones :mod:`jaxrdp._one_exit` also
-    brackets (cheap: some 2 000 one-step evaluations per run); the tighter answer is kept."""
+    brackets (cheap: closed forms only); the tighter answer is kept."""
     runs, q1, s1, t1 = _split_runs(qf, sf, tf, loose)
     if t1 is None:
         return runs, q1, s1, t1
