@@ -52,7 +52,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import log_ndtr
 
-from jaxrdp import _one_step
+from jaxrdp import _logmath, _one_step, _split_chernoff
 
 _EPS = float(np.finfo(np.float64).eps)
 #: the cuts k = f·ε/T tried (f < 1 keeps T·k below ε with room for the rounding of x_k)
@@ -60,12 +60,6 @@ _FRACTIONS = np.linspace(0.2, 0.9, 15)
 _ULPS = 64.0  # relative rounding allowed per Gaussian mass and per unit of its logarithm
 _ALLOWANCE = 64.0 * _EPS  # per unit of the sums' terms, on the final logarithms
 _LOG_SQRT_2PI = 0.5 * np.log(2.0 * np.pi)
-
-
-def _log_expm1(x):
-    """log(e^x − 1) for x > 0, without overflow."""
-    return jnp.where(x > 30.0, x + jnp.log1p(-jnp.exp(-jnp.minimum(x, 700.0))),
-                     jnp.log(jnp.expm1(jnp.minimum(x, 30.0))))
 
 
 def _x_of_loss(q, sigma, e):
@@ -105,7 +99,7 @@ def _bracket_at(q, sigma, steps, eps, frac):
     main_low = log_t + t1 * log_pk_low + ld_low + jnp.log(jnp.maximum(1.0 - eta_low, 1e-300))
     main_up = log_t + t1 * jnp.minimum(log_pk_up, 0.0) + ld_up + jnp.log1p(eta_up)
     # Var(Y | K) ≤ μ²·(e^D − 1), D = (T − 1)(log(1 + χ) − log P(K)) − 2 log μ
-    log_chi = 2.0 * jnp.log(q) + _log_expm1(1.0 / sigma ** 2) - jnp.log1p(-q)
+    log_chi = 2.0 * jnp.log(q) + _logmath.log_expm1(1.0 / sigma ** 2) - jnp.log1p(-q)
     l1c = jnp.where(log_chi > 0.0, log_chi + jnp.log1p(jnp.exp(-jnp.abs(log_chi))),
                     jnp.log1p(jnp.exp(jnp.minimum(log_chi, 0.0))))
     d_up = t1 * (l1c * (1.0 + 4.0 * _EPS) - log_pk_low) - 2.0 * lm_low
@@ -134,7 +128,7 @@ def _log_bracket(q, sigma, steps, eps):
     up, low = _bracket_at(*args, f)
     up = jnp.min(jnp.where(jnp.isnan(up), jnp.inf, up), axis=-1)
     low = jnp.max(jnp.where(jnp.isnan(low), -jnp.inf, low), axis=-1)
-    add_zero = eps >= -steps * jnp.log1p(-q) * (1.0 + 1e-12)
+    add_zero = eps >= _split_chernoff._add_loss_cap(q, steps) * (1.0 + 1e-12)
     up = jnp.where(add_zero & (eps > 0), jnp.minimum(up, 0.0), jnp.inf)
     return up, jnp.where(eps > 0, jnp.minimum(low, 0.0), -jnp.inf)
 
