@@ -25,13 +25,16 @@ by the terms' sizes; 16 covers the product of :func:`block_phases`; k the additi
 meets in the sum over x, whose order is fixed: ⌈log₂ n_x⌉ by a tree, ≤ 63 + ⌈log₂(n_x/64)⌉
 by matrix products over pieces of 64 nodes, where an open order would allow n_x − 1) and one
 for the exponents g_k − m themselves (:func:`_parts_rounding`), plus a bound on what the
-window leaves out (:func:`_log_window_tail`). (Until 2026-11 the
+window leaves out (:func:`_log_window_tail`; for remove at large σ and c the window may stop
+short of a far mode that weighs nothing, :func:`far_part`, whose bound is added). (Until 2026-11 the
 aliasing was estimated from the nested rule of step 2h_x, η = ∞ where h_x·(|u|/σ² + 10/σ) >
 2π; on 1 024 runs' lines the strip bound is below 1e-8 wherever that estimate was, and at
 1 063 of 49 152 nodes more.)
 """
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -48,6 +51,12 @@ _RESOLVE = 10.0
 
 REMOVE = 1.0
 ADD = -1.0
+#: remove: cut points X/a tried by :func:`far_part`, smallest first
+_CUT_FRACTIONS = (0.5,)
+#: pieces of [X, a + _WIDTH·σ] on which :func:`far_part` bounds the integrand
+_FAR_PIECES = 8
+#: a cut is used only where its far part's bound is below e^{_FAR_MAX} (raw; M(c) ≥ 1)
+_FAR_MAX = -800.0
 
 
 def log_r(x, q, sigma):
@@ -75,8 +84,105 @@ def exponent(c, d):
     return 0.5 * (1.0 + d) + d * c
 
 
-def grid(q, sigma, c, d, nx: int):
-    """Shared x-nodes ``(..., nx)`` and step h_x ``(...)`` for the line Re z = c."""
+class FarPart(NamedTuple):
+    """The remove direction's far part [X, ∞) of the output axis, left out of a cut window.
+
+    ``on``: the cut is used (else every other field is a finite stand-in); ``hi``: the
+    window's right end with the cut; ``x_cut``: X; ``ends``: the pieces' ends X = p_0 < … <
+    p_P = a + _WIDTH·σ ``B + (P+1,)``; ``log_sup``: log of a bound on f = φ·r^a on each piece,
+    log φ(p_j) + a·ℓ(p_{j+1}) ``B + (P,)``; ``log_end``: log f(p_P). All of shape ``B`` but the
+    two arrays; raw units (not scaled by the window's largest term).
+    """
+
+    on: jax.Array
+    hi: jax.Array
+    x_cut: jax.Array
+    ends: jax.Array
+    log_sup: jax.Array
+    log_end: jax.Array
+
+
+def far_part(q, sigma, c, d) -> FarPart:
+    """Where the remove direction's window may stop short of its far mode, and the bounds on
+    what it then leaves out (:class:`FarPart`); arguments broadcast to a batch shape ``B``.
+
+    Every stationary point of log f = −x²/2σ² + aℓ(x) solves x = aρ(x) with ρ = ℓ'σ²
+    increasing, so those left of a cut X lie in [0, aρ(X)]: a window reaching
+    ``_WIDTH``·σ + 1.5 beyond aρ(X) leaves out [hi, X], where log f falls at least as fast as
+    past an uncut window (:func:`_log_window_tail`'s bound holds there unchanged), and [X, ∞),
+    which holds the far mode near x = a. On [X, ∞) f is bounded piece by piece (φ falls, r
+    rises: f ≤ φ(p_j)·r(p_{j+1})^a on [p_j, p_{j+1}], p_j ≥ 0) up to p_P = a + _WIDTH·σ, and
+    beyond p_P log f falls at least as fast as −_WIDTH/σ. The cut is taken at the smallest X
+    of :data:`_CUT_FRACTIONS`·a whose window ends below X and whose bound on the far part,
+    lattice nodes included for any step up to the window's width, is below e^{_FAR_MAX}:
+    then it is at most e^{_FAR_MAX} of M(c) (M(c) = A_{1+c} ≥ 1 by Jensen), and it is added to
+    the bounds on what the window leaves out all the same (:func:`_log_window_tail`,
+    :func:`_aliasing_limit`). The envelope's statistics read off the grid (the split points'
+    masses, total variations and moments) leave it out: at most e^{_FAR_MAX} = e^{−800} of
+    M(c) per step, against the envelope's floor of 1e-300 (e^{−691}) per step. Where a far
+    mode matters (small σ, or c of a few σ) no cut
+    passes and the window is the uncut one. Under a transformation: no derivative (a
+    numerical choice, and bounds).
+
+    Measured on q = 0.00753, σ = 155 at the saddle c ≈ 8.8·10⁴ of T = 3, δ = 7.5e-18: the
+    uncut window is 590σ wide (h_x = 4.6σ at 129 nodes: the rule does not resolve M) and the
+    far part's weight is about e^{−2.7·10⁵}; cut, the window is 50σ wide (h_x = 0.39σ).
+    """
+    q, sigma, c, d = (jax.lax.stop_gradient(v) for v in jnp.broadcast_arrays(q, sigma, c, d))
+    a = jnp.maximum(exponent(c, d), 1.0)
+    se, ae = sigma[..., None], a[..., None]
+    log_beta = jnp.log(q) - _log_one_minus(jnp.minimum(q, 0.5))  # ρ = sigmoid(log β + t)
+    x_cut = ae * jnp.asarray(_CUT_FRACTIONS, a.dtype)  # B + (F,)
+    rho = jax.nn.sigmoid(log_beta[..., None] + (2.0 * x_cut - 1.0) / (2.0 * se**2))
+    hi = ae * rho + _WIDTH * se + 1.5
+    end = ae + _WIDTH * se
+    k = jnp.arange(_FAR_PIECES + 1, dtype=a.dtype) / _FAR_PIECES
+    ends = x_cut[..., None] + (end - x_cut)[..., None] * k  # B + (F, P+1)
+    ell, _ = log_r(ends, q[..., None, None], se[..., None])
+    # ℓ is convex, so a·ℓ lies below its chord on each piece, and log f below the concave
+    # quadratic −x²/2σ² + chord: its largest value on the piece, at x* = clip(a·slope·σ²)
+    lo, width = ends[..., :-1], jnp.diff(ends, axis=-1)
+    slope = ae[..., None] * jnp.diff(ell, axis=-1) / width
+    top = jnp.clip(slope * se[..., None] ** 2, lo, ends[..., 1:])
+    chord = ae[..., None] * ell[..., :-1] + slope * (top - lo)
+    log_sup = _log_phi(top, se[..., None]) + chord + 1.0  # +1: the rounding's margin
+    log_end = _log_phi(ends[..., -1], se) + ae * ell[..., -1] + 1.0
+    # the lattice bound of :func:`_log_far_lattice` at the largest step (the window's width)
+    width = hi - jnp.minimum(0.0, a)[..., None] + _WIDTH * se + 1.5
+    log_far = _log_far_lattice(ends, log_sup, log_end, jnp.log(width), se)
+    ok = (hi <= x_cut) & (log_far < _FAR_MAX) & (d[..., None] > 0) & (q[..., None] < 0.5)
+    sel = jnp.arange(ok.shape[-1]) == jnp.argmax(ok, axis=-1)[..., None]  # B + (F,)
+
+    def pick(v):  # B + (F,) + rest → B + rest, at the first cut that passes
+        mask = sel.reshape(sel.shape + (1,) * (v.ndim - sel.ndim))
+        return jnp.sum(jnp.where(mask, v, 0.0), axis=sel.ndim - 1)
+
+    return FarPart(on=jnp.any(ok, axis=-1), hi=pick(hi), x_cut=pick(x_cut), ends=pick(ends),
+                   log_sup=pick(log_sup), log_end=pick(log_end))
+
+
+def _log_far_lattice(ends, log_sup, log_end, log_hx, sigma):
+    """log of a bound on h_x·Σ f(x_k) over the lattice nodes x_k ≥ X (any offset), raw units.
+
+    A piece of width w holds at most w/h_x + 1 nodes, each at most its bound; beyond the last
+    end p_P, h_x·f(p_P) for the first node and ∫ ≤ f(p_P)·σ/_WIDTH for the rest (log f falls
+    by at least _WIDTH/σ per unit there). ``ends`` ``B + (P+1,)``, ``log_sup`` ``B + (P,)``,
+    ``log_end``, ``log_hx``, ``sigma``: ``B + ()`` broadcastable.
+    """
+    log_w = jnp.log(jnp.diff(ends, axis=-1))
+    per_piece = log_sup + jnp.logaddexp(log_w, log_hx[..., None])
+    tail = log_end + jnp.logaddexp(log_hx, jnp.log(sigma / _WIDTH))
+    return jnp.logaddexp(jax.scipy.special.logsumexp(per_piece, axis=-1), tail)
+
+
+def log_far_left_out(far: FarPart, hx, sigma):
+    """log of the bound on what a cut window leaves beyond X, raw units ``B``; −∞ uncut."""
+    log_far = _log_far_lattice(far.ends, far.log_sup, far.log_end, jnp.log(hx), sigma)
+    return jnp.where(far.on, log_far, -jnp.inf)
+
+
+def _uncut_window(q, sigma, c, d):
+    """The window's ends (lo, hi) ``B`` reaching every mode of the integrand (uncut)."""
     a = exponent(c, d)
     # add (a < 0): log of the integrand φ·r^a is concave with curvature ≤ −1/σ², its mode x*
     # solves x = a·ρ(x) with ρ = ℓ'σ² = q e^t/r increasing, so x* ∈ [a·ρ(0), 0]: for small q
@@ -85,6 +191,32 @@ def grid(q, sigma, c, d, nx: int):
     rho0 = jax.nn.sigmoid(jnp.log(qs) - jnp.log1p(-jnp.minimum(qs, 1.0)) - 0.5 / ss**2)
     lo = jnp.minimum(0.0, a * jnp.where(a < 0, rho0, 1.0)) - _WIDTH * sigma - 1.5
     hi = jnp.maximum(0.0, a) + _WIDTH * sigma + 1.5
+    return lo, hi
+
+
+def log_far_mode(q, sigma, c, d):
+    """log φ(a)·r(a)^a, the integrand's value near its far mode x ≈ a (remove: a = 1 + c), an
+    estimate to steer by (not a bound), ``B``."""
+    a = exponent(c, d)
+    ell, _ = log_r(a, q, sigma)
+    return _log_phi(a, sigma) + a * ell
+
+
+def uncut_log_aliasing(q, sigma, c, d, nx: int):
+    """log of the remove direction's strip bound on the aliasing of ``nx`` nodes on the uncut
+    window (:func:`_log_real_aliasing` without the add factor), ``B``: whether the rule would
+    resolve M(c) without :func:`far_part`'s cut (the window's tail and rounding left out)."""
+    q, sigma, c, d = jnp.broadcast_arrays(q, sigma, c, d)
+    lo, hi = _uncut_window(q, sigma, c, d)
+    return _log_real_aliasing(q, sigma, c, d, (hi - lo) / (nx - 1), nx)
+
+
+def grid(q, sigma, c, d, nx: int):
+    """Shared x-nodes ``(..., nx)`` and step h_x ``(...)`` for the line Re z = c."""
+    lo, hi = _uncut_window(q, sigma, c, d)
+    # remove: stop short of a far mode that weighs nothing (:func:`far_part`)
+    far = far_part(q, sigma, c, d)
+    hi = jnp.where(far.on, far.hi, hi)
     k = jnp.arange(nx, dtype=jnp.result_type(c))
     hx = (hi - lo) / (nx - 1)
     return lo[..., None] + hx[..., None] * k, hx
@@ -123,7 +255,7 @@ def _log_phi(x, sigma):
     return -(x**2) / (2.0 * sigma**2) - jnp.log(jnp.sqrt(2.0 * jnp.pi) * sigma)
 
 
-def _log_window_tail(ga, m, hx, sigma):
+def _log_window_tail(ga, m, hx, sigma, log_far):
     """log of a bound on what the window leaves out, in units of e^m: ``B``.
 
     Every stationary point of log(φ r^a) = −x²/2σ² + aℓ(x) solves x = aρ(x), ρ = ℓ'σ² ∈ [0, 1]
@@ -133,13 +265,15 @@ def _log_window_tail(ga, m, hx, sigma):
     so the integrand's mass beyond the window is at most (f(lo) + f(hi))·σ²/g; the same holds
     for |φ r^w| at any complex w with Re w = a (|r^w| = r^a) and, f being monotone there, for
     the trapezoid sum's nodes beyond the window (the sum over the whole lattice is what the
-    strip bounds of Trefethen–Weideman control).
+    strip bounds of Trefethen–Weideman control). A window cut at X (:func:`far_part`) keeps
+    that slope on [hi, X], and adds ``log_far``, the bound on the lattice nodes beyond X
+    (:func:`log_far_left_out`, raw units; −∞ uncut).
 
     Args: ``ga``: the log terms g_k (with log h_x) ``B + (nx,)``; ``m``: ``B + (1,)``;
-    ``hx, sigma``: ``B``.
+    ``hx, sigma, log_far``: ``B``.
     """
     edges = jnp.logaddexp(ga[..., 0], ga[..., -1]) - m[..., 0]
-    return edges + jnp.log(sigma / _WIDTH) - jnp.log(hx)
+    return jnp.logaddexp(edges + jnp.log(sigma / _WIDTH) - jnp.log(hx), log_far - m[..., 0])
 
 
 def _scaled(ga):
@@ -240,7 +374,11 @@ def real_stats(q, sigma, c, d, nx: int, add_factor: bool = True, rounding: bool 
     w, log_v, lvar, lm4 = _split_stats(q, sigma, ell, t, ga, hx, loss, m, wts, s0)
     qb, sb, cb, db = (jnp.broadcast_to(v, hx.shape) for v in (q, sigma, c, d))
     nodes = _strip_nodes(q, ell, t, ga, m, s0) if add_factor else None
-    log_left_out = _log_window_tail(ga, m, hx, sb)
+    # the cut window's far part (≤ e^{_FAR_MAX} of M(c)) is bounded on the paths that bound,
+    # not on the searches that steer (``rounding=False``)
+    log_far = (log_far_left_out(far_part(qb, sb, cb, db), hx, sb) if rounding
+               else jnp.full(hx.shape, -jnp.inf, hx.dtype))
+    log_left_out = _log_window_tail(ga, m, hx, sb, log_far)
     if rounding:
         log_left_out = jnp.logaddexp(log_left_out, jnp.log(_parts_rounding(sizes, m, wts)[..., 0]))
     log_eta = jnp.logaddexp(_log_real_aliasing(qb, sb, cb, db, hx, nx, nodes),
@@ -391,7 +529,7 @@ def _slope(log_v, sigma):
     return jnp.where(small, jnp.minimum(v / (1.0 - v), 0.5), 1.0) / sigma**2
 
 
-def _aliasing_limit(q, sigma, a, x, ell, t, ga, m, hx):
+def _aliasing_limit(q, sigma, a, x, ell, t, ga, m, hx, far: FarPart):
     """The largest |u| at which the x-rule's aliasing stays below e^{−_RESOLVE²/2}·Σ|terms|.
 
     For the remove direction (a = 1 + c > 0); used beside the strip bound at every u
@@ -414,8 +552,14 @@ def _aliasing_limit(q, sigma, a, x, ell, t, ga, m, hx):
     mode) this lets the rule reach |u| far beyond the uniform criterion's 2πσ²/h_x, which
     takes L = 1/σ² everywhere.
 
+    A window cut at X (:func:`far_part`) takes, instead of that closed form: [p, X], where
+    log f falls at least as fast as −(p − aρ(X))/σ² (mass ≤ f(p)σ²/(p − aρ(X)), slope L(X));
+    the far part's pieces (mass ≤ width·bound, slope L at the piece's right end); and beyond
+    its last end p_P = a + _WIDTH·σ mass ≤ f(p_P)·σ/_WIDTH at slope 1/σ².
+
     Args: ``q, sigma, a, hx``: the batch shape ``B``; ``x, ell, t, ga``: ``B + (nx,)`` (the
-    nodes, ℓ, t and log terms of :func:`_log_terms`), ``m``: ``B + (1,)``.
+    nodes, ℓ, t and log terms of :func:`_log_terms`), ``m``: ``B + (1,)``; ``far``: the
+    :func:`far_part` of the same run and line.
 
     Returns:
       ``B``: the largest |u| at which the bound holds (it grows with |u|); −1 where none.
@@ -459,14 +603,29 @@ def _aliasing_limit(q, sigma, a, x, ell, t, ga, m, hx):
     split = jnp.maximum(a - 1.0, 0.0) * np.log(2.0) + jnp.logaddexp(
         a * log1mq + _log_upper_tail(pe / sigma), sampled)
     log_v_end = log_beta_true + (2.0 * pe - 1.0) / (2.0 * sigma**2)
-    far = jnp.minimum(split, sampled + a * jnp.logaddexp(0.0, -log_v_end))
-    log_w.append(far[..., None] - m)
-    slopes.append(jnp.broadcast_to(1.0 / se**2, far.shape + (1,)))
+    closed = jnp.minimum(split, sampled + a * jnp.logaddexp(0.0, -log_v_end))
+    log_w.append(jnp.where(far.on, -jnp.inf, closed)[..., None] - m)
+    slopes.append(jnp.broadcast_to(1.0 / se**2, closed.shape + (1,)))
+    # a cut window: [p, X], the far part's pieces, and beyond them (−∞ where uncut)
+    cut = far.on[..., None]
+    lead = pe - (far.hi - _WIDTH * sigma - 1.5)  # p − aρ(X) ≥ (8 + _WIDTH)σ + 1.5
+    log_gap = (lphi[..., -1] + a * ell_p[..., -1] + 2.0 * jnp.log(sigma) - jnp.log(lead))
+    log_gap = jnp.where(pe < far.x_cut, log_gap, -jnp.inf)
+    pieces = far.log_sup + jnp.log(jnp.diff(far.ends, axis=-1))
+    beyond = far.log_end + jnp.log(sigma / _WIDTH)
+    for mass, at in ((log_gap[..., None], far.x_cut[..., None]), (pieces, far.ends[..., 1:]),
+                     (beyond[..., None], None)):
+        log_w.append(jnp.where(cut, mass - m, -jnp.inf))
+        slope = (_slope(log_beta + (2.0 * at - 1.0) / (2.0 * se**2), se) if at is not None
+                 else jnp.broadcast_to(1.0 / se**2, mass.shape))
+        slopes.append(jnp.broadcast_to(slope, mass.shape))
     log_w = jnp.concatenate(log_w, -1)[..., None, :]  # B + (1, shells)
     slopes = jnp.concatenate(slopes, -1)[..., None, :]
     y = jnp.minimum(se * jnp.asarray(_Y_OVER_SIGMA, x.dtype), 0.95 * jnp.pi * se**2)  # B + (Y,)
-    # Σ_s W_s e^{|u|yL_s} ≤ S·max_s: every shell within the budget left by the other factors
-    budget = (total[..., None] - 0.5 * _RESOLVE**2 - np.log(2.0 * log_w.shape[-1])
+    # Σ_s W_s e^{|u|yL_s} ≤ S·max_s over the S shells of some mass: every shell within the
+    # budget left by the other factors
+    shells = jnp.sum(log_w > -jnp.inf, axis=-1)  # B + (1,)
+    budget = (total[..., None] - 0.5 * _RESOLVE**2 - jnp.log(2.0 * shells)
               + _logmath.log_expm1(2.0 * jnp.pi * y / hx[..., None]) - y**2 / (2.0 * se**2))
     room = budget[..., None] - log_w  # B + (Y, shells)
     yl = y[..., None] * slopes
@@ -494,7 +653,8 @@ def aliasing_limit(q, sigma, c, d, nx: int):
     m, _ = _scaled(ga)
     remove = d > 0
     a = jnp.where(remove, exponent(c, d), 1.0)
-    return jnp.where(remove, _aliasing_limit(q, sigma, a, x, ell, t, ga, m, hx), -1.0)
+    far = far_part(q, sigma, c, d)
+    return jnp.where(remove, _aliasing_limit(q, sigma, a, x, ell, t, ga, m, hx, far), -1.0)
 
 
 def _finish(fine, ell, t, ga, m, mag, hx, q, sigma, c, d, u, limit, sizes, roundings: int):
@@ -522,7 +682,8 @@ def _finish(fine, ell, t, ga, m, mag, hx, q, sigma, c, d, u, limit, sizes, round
                  + _parts_rounding(sizes, m, mag) / absfine)
     log_m = m + jnp.log(jnp.where(absfine > 1e-300, fine, 1.0))  # safe for gradients
     log_m = jnp.where(absfine > 1e-300, log_m, -jnp.inf)
-    eta_window = jnp.exp(_log_window_tail(ga, m, hx, sigma))[..., None] / absfine
+    log_far = log_far_left_out(far_part(q, sigma, c, d), hx, sigma)
+    eta_window = jnp.exp(_log_window_tail(ga, m, hx, sigma, log_far))[..., None] / absfine
     eta = jnp.exp(jnp.minimum(log_alias, 700.0)) * amp + eta_round + eta_window
     return log_m, jnp.where(absfine > 1e-300, eta, jnp.inf)
 

@@ -398,9 +398,24 @@ def _log_c_search(residual, shape, dtype):
 
 def _search_stats(q, s, t, c):
     """Σ T_i κ_i, κ_i', κ_i'' at c for the searches that only steer the contour (a coarse
-    x-rule, the cheap η), and whether the rule resolves them (η ≤ ``_SEARCH_MAX_ETA``)."""
+    x-rule, the cheap η), and whether the rule resolves them (η ≤ ``_SEARCH_MAX_ETA``).
+
+    A c whose remove window is cut short of the far mode (:func:`jaxrdp._complex_moments.
+    far_part`) while the far mode at c·(1 + _STRIP[0]) weighs more than e^{_FAR_MAX}
+    (:func:`jaxrdp._complex_moments.log_far_mode`) counts as unresolved, unless the uncut
+    window resolves it as well: the far mode turns on between them, and a line there
+    (its strips reach c + a) is left with a tiny step (q = 7.03e-4, σ = 32.87, T = 10,
+    δ = 1.07e-8: ε within 1e-6 on Re z = 7 779, none on 15 558, where the search went without
+    this rule; where the uncut window resolves c, the search is the one before the cut).
+    """
     kap, k1, k2, _, err = _stats(q, s, t, c, _NX_SEARCH, max_eta=_SEARCH_MAX_ETA, rigorous=False)
-    return kap, k1, k2, jnp.isfinite(err)
+    extra = c.ndim - 2
+    seg = lambda v: v.reshape((1, v.shape[0]) + (1,) * extra + (v.shape[1],))
+    qq, ss, cc, d = seg(q), seg(s), c[..., None], _DIRS.reshape((2,) + (1,) * c.ndim)
+    far_later = cm.log_far_mode(qq, ss, (1.0 + _STRIP[0]) * cc, d) > cm._FAR_MAX
+    uncut = cm.uncut_log_aliasing(qq, ss, cc, d, _NX_SEARCH) <= np.log(_SEARCH_MAX_ETA)
+    turning = cm.far_part(qq, ss, cc, d).on & far_later & ~uncut & (seg(t) > 0)
+    return kap, k1, k2, jnp.isfinite(err) & ~jnp.any(turning, axis=-1)
 
 
 def _saddle(q, s, t, eps):
@@ -914,12 +929,13 @@ def _in_pieces(fn, args, size):
     return [np.concatenate(parts) for parts in zip(*outs)]
 
 
-def _escalate(fn, args, rank, steps):
+def _escalate(fn, args, merge, steps):
     """Run each of ``steps`` (:class:`_Step` or its fields) on the runs the previous steps left
     above TOLERANCE.
 
-    ``fn(*args, nx, nu, c_scale, narrow) -> (..., rel)``. ``rank(result) -> (n,)`` orders
-    sound results (the smaller is kept).
+    ``fn(*args, nx, nu, c_scale, narrow) -> (..., rel)``. ``merge(old, new) -> result`` keeps
+    the tighter of two sound results of the same runs (:func:`_merge_log_delta`,
+    :func:`_merge_epsilon`).
     """
     steps = [_Step(*step) for step in steps]
     out = _chunked(fn, args, steps[0])
@@ -935,11 +951,46 @@ def _escalate(fn, args, rank, steps):
         if not todo.size:
             continue
         new = _chunked(fn, [a[todo] for a in args], step)
-        old, now = rank([o[todo] for o in out]), rank(new)
-        better = (now < old) | (np.isnan(old) & ~np.isnan(now))  # NaN: no result
-        for o, v in zip(out, new):
-            o[todo[better]] = v[better]
+        for o, v in zip(out, merge([o[todo] for o in out], new)):
+            o[todo] = v
     return out
+
+
+def _merge_log_delta(old, new):
+    """The tighter of two bounded (log δ_remove, log δ_add, rel) of the same runs: each
+    direction's smaller upper bound, and the relative error bound from the better lower end
+    (:func:`_tighter_log_delta`). A NaN is no bound (+∞, rel ∞).
+
+    Keeping whole results by the smaller max(δ) instead could keep a `PROFILE_LOOSE` one whose
+    bound was smaller by rounding (6e-14 of δ) over one within 1e-6: q = 0.0211, σ = 1 806,
+    T = 10, ε = 1.31e-4 came back with rel 2.8e-3 where a later step had 7.5e-10.
+    """
+    clean = lambda r: [np.where(np.isnan(v), np.inf, v) for v in r]
+    (lr_a, la_a, rel_a), (lr_b, la_b, rel_b) = clean(old), clean(new)
+    (lr, la), rel = _tighter_log_delta((lr_a, la_a), rel_a, (lr_b, la_b), rel_b)
+    return [lr, la, np.where(np.isnan(rel), np.inf, rel)]
+
+
+def _merge_epsilon(old, new):
+    """The tighter of two verified (ε, rel) of the same runs: the smaller ε with its own error
+    bound, or the one a result within the tolerance gives it, if smaller. A NaN is no bound
+    (+∞, rel ∞).
+
+    The line's rel of ε is its bracket of log δ carried to ε by the slope at ε
+    (:func:`_epsilon_chunk`): close to the truth only where small. A larger one is not a
+    lower end to combine (q = 0.0211, σ = 1 806, T = 10, δ = 1.66e-12: TIERS[0]'s ε 1.9912e-4
+    with rel 0.064 puts the truth at 1.8635e-4 and above; TIERS[2]'s ε, within 2.3e-12,
+    is 1.85973e-4).
+    """
+    (e_a, rel_a), (e_b, rel_b) = ([np.where(np.isnan(v), np.inf, v) for v in r] for r in (old, new))
+    take_b = e_b < e_a
+    eps, own = np.where(take_b, e_b, e_a), np.where(take_b, rel_b, rel_a)
+    with np.errstate(invalid="ignore"):
+        other_e, other_rel = np.where(take_b, e_a, e_b), np.where(take_b, rel_a, rel_b)
+        end = np.where(np.isfinite(other_e) & (other_rel <= TOLERANCE),
+                       np.minimum(other_e * (1.0 - other_rel), eps), 0.0)
+        given = np.where((end > 0) & np.isfinite(eps), 1.0 - end / eps, np.inf)
+    return [eps, np.minimum(own, given)]
 
 
 def _prepare(q, sigma, steps, target):
@@ -968,7 +1019,7 @@ def _flatten(q, sigma, steps, target, dtype, xp):
     return flat, xp.broadcast_to(target, shape).reshape(-1), shape
 
 
-def _evaluate(fn, args, rank, tier, concrete: bool):
+def _evaluate(fn, args, merge, tier, concrete: bool):
     """``fn(*args, nx, nu)`` on the tiers asked for.
 
     Concrete inputs: escalation along ``_ESCALATION`` (``tier=None``) or the one tier, in
@@ -987,7 +1038,7 @@ def _evaluate(fn, args, rank, tier, concrete: bool):
     # Re z = c of the small tiers can still hold a better bound (q = 0.0028, σ = 0.76,
     # T = 4: RDP's 1.39 without them, 1.15 with TIERS[1])
     tiers = _ESCALATION[first:] + _ESCALATION[:first] if tier is None else (TIERS[tier],)
-    return _escalate(fn, [np.asarray(a) for a in args], rank, tiers)
+    return _escalate(fn, [np.asarray(a) for a in args], merge, tiers)
 
 
 def _status(use_rdp, rel, xp=jnp):
@@ -1192,15 +1243,15 @@ def _rdp_companion(kind, qf, sf, tf, target, concrete):
     return values
 
 
-def _evaluate_rest(fn, args, rank, tier, concrete, skip, fill):
+def _evaluate_rest(fn, args, merge, tier, concrete, skip, fill):
     """:func:`_evaluate` on the runs not in ``skip`` (concrete: only those are computed);
     ``fill`` gives the skipped runs' outputs."""
     if not concrete:
-        return _evaluate(fn, args, rank, tier, concrete)
+        return _evaluate(fn, args, merge, tier, concrete)
     rest = np.nonzero(~skip)[0]
     out = [np.full(skip.shape, v, np.float64) for v in fill]
     if rest.size:
-        for o, v in zip(out, _evaluate(fn, [np.asarray(a)[rest] for a in args], rank, tier,
+        for o, v in zip(out, _evaluate(fn, [np.asarray(a)[rest] for a in args], merge, tier,
                                        concrete)):
             o[rest] = v
     return out
@@ -1233,7 +1284,7 @@ def delta_schedule(q, sigma, steps, epsilon, *, tier: int | None = None) -> Prof
         d_rdp = xp.asarray(_rdp_companion("delta", qf, sf, tf, ef, concrete))
         one, q1, s1 = _single_step(qf, sf, tf, xp)
         lr, la, rel = _evaluate_rest(_delta_chunk, (qf, sf, tf, ef),
-                                     lambda r: np.maximum(r[0], r[1]), tier, concrete, one,
+                                     _merge_log_delta, tier, concrete, one,
                                      (-np.inf, -np.inf, np.inf))
         lr1, la1, eta1 = (xp.asarray(v) for v in _on_runs(
             _one_step_log_delta, one, (q1, s1, ef), (-np.inf, -np.inf, 0.0), concrete))
@@ -1315,7 +1366,7 @@ def _epsilon_schedule(q, sigma, steps, delta, tier, epsilon_rdp):
         e_rdp = xp.where(df > 0, xp.broadcast_to(xp.asarray(e_rdp, dtype), df.shape), np.inf)
         one, q1, s1 = _single_step(qf, sf, tf, xp)
         e_prof, rel = _evaluate_rest(_epsilon_chunk, (qf, sf, tf, xp.log(positive), e_rdp),
-                                     lambda r: r[0], tier, concrete, one, (np.inf, np.inf))
+                                     _merge_epsilon, tier, concrete, one, (np.inf, np.inf))
         usable = one & (e_rdp > 0) & (e_rdp < np.inf)
         e1, rel1, ok1 = (xp.asarray(v) for v in _on_runs(
             _one_step_epsilon, usable, (q1, s1, xp.log(positive), xp.where(usable, e_rdp, 1.0)),
