@@ -354,7 +354,8 @@ def real_stats(q, sigma, c, d, nx: int, add_factor: bool = True, rounding: bool 
     bounds use M(c)(1 ± η), and η ≥ 1 means the rule does not resolve M(c) at all (a window
     far wider than σ: c in the hundreds of σ). ``add_factor=False``: η without the add
     direction's factor (:func:`_log_real_aliasing`; a bound for remove only);
-    ``rounding=False``: without the exponents' rounding (for statistics that only steer,
+    ``rounding=False``: without the exponents' rounding nor a cut window's far part
+    (:func:`far_part`; for statistics that only steer,
     where η is compared with 1e-2; the searches call this at every step, and the rounding
     term there cost 15% of the profile's time).
     The left part matters when most of the tilted mass sits in a narrow
