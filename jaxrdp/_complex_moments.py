@@ -89,8 +89,8 @@ class FarPart(NamedTuple):
 
     ``on``: the cut is used (else every other field is a finite stand-in); ``hi``: the
     window's right end with the cut; ``x_cut``: X; ``ends``: the pieces' ends X = p_0 < … <
-    p_P = a + _WIDTH·σ ``B + (P+1,)``; ``log_sup``: log of a bound on f = φ·r^a on each piece,
-    log φ(p_j) + a·ℓ(p_{j+1}) ``B + (P,)``; ``log_end``: log f(p_P). All of shape ``B`` but the
+    p_P = a + _WIDTH·σ ``B + (P+1,)``; ``log_sup``: log of a bound on f = φ·r^a on each piece
+    ``B + (P,)`` (see :func:`far_part`); ``log_end``: log f(p_P). All of shape ``B`` but the
     two arrays; raw units (not scaled by the window's largest term).
     """
 
@@ -110,9 +110,11 @@ def far_part(q, sigma, c, d) -> FarPart:
     increasing, so those left of a cut X lie in [0, aρ(X)]: a window reaching
     ``_WIDTH``·σ + 1.5 beyond aρ(X) leaves out [hi, X], where log f falls at least as fast as
     past an uncut window (:func:`_log_window_tail`'s bound holds there unchanged), and [X, ∞),
-    which holds the far mode near x = a. On [X, ∞) f is bounded piece by piece (φ falls, r
-    rises: f ≤ φ(p_j)·r(p_{j+1})^a on [p_j, p_{j+1}], p_j ≥ 0) up to p_P = a + _WIDTH·σ, and
-    beyond p_P log f falls at least as fast as −_WIDTH/σ. The cut is taken at the smallest X
+    which holds the far mode near x = a. On [X, ∞) f is bounded piece by piece up to
+    p_P = a + _WIDTH·σ: ℓ is convex (a log-sum-exp of t), so on [p_j, p_{j+1}] aℓ lies below
+    its chord and log f below the concave quadratic −x²/2σ² + chord, whose largest value on
+    the piece is in closed form (+1 for rounding); beyond p_P log f falls at least as fast as
+    −_WIDTH/σ (its slope (aρ − x)/σ² ≤ (a − x)/σ²). The cut is taken at the smallest X
     of :data:`_CUT_FRACTIONS`·a whose window ends below X and whose bound on the far part,
     lattice nodes included for any step up to the window's width, is below e^{_FAR_MAX}:
     then it is at most e^{_FAR_MAX} of M(c) (M(c) = A_{1+c} ≥ 1 by Jensen), and it is added to
