@@ -321,6 +321,11 @@ class _Line(NamedTuple):
 # ------------------------------------------------------------------------ real statistics
 
 
+def _by_segment(v, extra: int):
+    """Runs' segments ``(n, S)`` as ``(1, n) + (1,)·extra + (S,)``: beside c ``(2, n, …)``."""
+    return v.reshape((1, v.shape[0]) + (1,) * extra + (v.shape[1],))
+
+
 def _stats(q, s, t, c, nx, per_segment: bool = False, max_eta: float | None = None,
            rigorous: bool = True):
     """Σ_i T_i κ_i, Σ T_i κ_i', Σ T_i κ_i'' at real c, per segment the envelope data, and
@@ -337,8 +342,7 @@ def _stats(q, s, t, c, nx, per_segment: bool = False, max_eta: float | None = No
     checked afterwards).
     ``per_segment``: also κ_i and log η_i ``(..., S)``.
     """
-    extra = c.ndim - 2
-    seg = lambda v: v.reshape((1, v.shape[0]) + (1,) * extra + (v.shape[1],))
+    seg = functools.partial(_by_segment, extra=c.ndim - 2)
     qq, ss, tt = seg(q), seg(s), seg(t)
     d = _DIRS.reshape((2,) + (1,) * (c.ndim))
     if rigorous:  # the add direction's bound on the rule's error needs its factor F
@@ -409,8 +413,7 @@ def _search_stats(q, s, t, c):
     this rule; where the uncut window resolves c, the search is the one before the cut).
     """
     kap, k1, k2, _, err = _stats(q, s, t, c, _NX_SEARCH, max_eta=_SEARCH_MAX_ETA, rigorous=False)
-    extra = c.ndim - 2
-    seg = lambda v: v.reshape((1, v.shape[0]) + (1,) * extra + (v.shape[1],))
+    seg = functools.partial(_by_segment, extra=c.ndim - 2)
     qq, ss, cc, d = seg(q), seg(s), c[..., None], _DIRS.reshape((2,) + (1,) * c.ndim)
     far_later = cm.log_far_mode(qq, ss, (1.0 + _STRIP[0]) * cc, d) > cm._FAR_MAX
     uncut = cm.uncut_log_aliasing(qq, ss, cc, d, _NX_SEARCH) <= np.log(_SEARCH_MAX_ETA)
