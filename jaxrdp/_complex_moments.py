@@ -215,27 +215,55 @@ def uncut_log_aliasing(q, sigma, c, d, nx: int):
 
 def grid(q, sigma, c, d, nx: int):
     """Shared x-nodes ``(..., nx)`` and step h_x ``(...)`` for the line Re z = c."""
+    x, hx, _ = _grid(q, sigma, c, d, nx)
+    return x, hx
+
+
+def _grid(q, sigma, c, d, nx: int):
+    """:func:`grid`, and the :func:`far_part` its window stops short of."""
     lo, hi = _uncut_window(q, sigma, c, d)
     # remove: stop short of a far mode that weighs nothing (:func:`far_part`)
     far = far_part(q, sigma, c, d)
     hi = jnp.where(far.on, far.hi, hi)
     k = jnp.arange(nx, dtype=jnp.result_type(c))
     hx = (hi - lo) / (nx - 1)
-    return lo[..., None] + hx[..., None] * k, hx
+    return lo[..., None] + hx[..., None] * k, hx, far
 
 
-def _log_terms(q, sigma, c, d, nx):
-    """ℓ, t, the log terms g_k = log(φ(x_k)h_x) + aℓ_k, h_x, the nodes x_k and the sizes of
-    the parts g_k is summed from (see :func:`_parts_rounding`), ``B + (nx,)`` (h_x: ``B``)."""
+class Terms(NamedTuple):
+    """The x-rule's terms on the line Re z = c (:func:`line_terms`), batch shape ``B``.
+
+    ``ell``, ``t``: ℓ and t at the nodes; ``ga``: the log terms g_k = log(φ(x_k)h_x) + aℓ_k;
+    ``x``: the nodes; ``sizes``: the sizes of the parts g_k is summed from
+    (:func:`_parts_rounding`), all ``B + (nx,)``; ``hx``: the step ``B``; ``far``: the window's
+    :func:`far_part`.
+    """
+
+    ell: jax.Array
+    t: jax.Array
+    ga: jax.Array
+    hx: jax.Array
+    x: jax.Array
+    sizes: jax.Array
+    far: FarPart
+
+
+def line_terms(q, sigma, c, d, nx: int) -> Terms:
+    """The x-rule's :class:`Terms` for the line Re z = c; arguments broadcast to ``B``.
+
+    Computed once per line and handed to :func:`split_stats`, :func:`aliasing_limit`,
+    :func:`log_moment_line` and :func:`log_moment_uniform_line`, which otherwise compute it
+    each (under :func:`jax.lax.stop_gradient` it serves the callers without derivatives).
+    """
     q, sigma, c, d = jnp.broadcast_arrays(q, sigma, c, d)
-    x, hx = grid(q, sigma, c, d, nx)
+    x, hx, far = _grid(q, sigma, c, d, nx)
     qe, se = q[..., None], sigma[..., None]
     ell, t = log_r(x, qe, se)
     a = exponent(c, d)[..., None]
     g = _log_phi(x, se) + jnp.log(hx)[..., None]
     sizes = (x**2 / (2.0 * se**2) + jnp.abs(jnp.log(jnp.sqrt(2.0 * jnp.pi) * se))
              + jnp.abs(jnp.log(hx))[..., None] + jnp.abs(a * ell))
-    return ell, t, g + a * ell, hx, x, jax.lax.stop_gradient(sizes)
+    return Terms(ell, t, g + a * ell, hx, x, jax.lax.stop_gradient(sizes), far)
 
 
 def _parts_rounding(sizes, m, mag):
@@ -364,7 +392,7 @@ def real_stats(q, sigma, c, d, nx: int, add_factor: bool = True, rounding: bool 
     spike of near-zero loss (few sampled steps): its own small variance gives the T-fold
     product the Gaussian decay e^{−T w var u²/2} that the whole loss's moments cannot show.
     """
-    ell, t, ga, hx, _, sizes = _log_terms(q, sigma, c, d, nx)
+    ell, t, ga, hx, _, sizes, far = line_terms(q, sigma, c, d, nx)
     q, sigma, d = jnp.broadcast_arrays(q, sigma, d)
     m, wts = _scaled(ga)
     s0 = jnp.sum(wts, axis=-1)
@@ -379,7 +407,7 @@ def real_stats(q, sigma, c, d, nx: int, add_factor: bool = True, rounding: bool 
     nodes = _strip_nodes(q, ell, t, ga, m, s0) if add_factor else None
     # the cut window's far part (≤ e^{_FAR_MAX} of M(c)) is bounded on the paths that bound,
     # not on the searches that steer (``rounding=False``)
-    log_far = (log_far_left_out(far_part(qb, sb, cb, db), hx, sb) if rounding
+    log_far = (log_far_left_out(far, hx, sb) if rounding
                else jnp.full(hx.shape, -jnp.inf, hx.dtype))
     log_left_out = _log_window_tail(ga, m, hx, sb, log_far)
     if rounding:
@@ -389,11 +417,14 @@ def real_stats(q, sigma, c, d, nx: int, add_factor: bool = True, rounding: bool 
     return kappa, k1, k2, k4, w, log_v, lvar, lm4, log_eta
 
 
-def split_stats(q, sigma, c, d, nx: int):
+def split_stats(q, sigma, c, d, nx: int, terms: Terms | None = None):
     """The split points' statistics of :func:`real_stats` alone, ``(w, log v, var_left,
     μ₄_left)`` ``B + (K,)``: for a caller that needs κ at more points than the envelope (the
-    profile's line: κ at c and c ± a, the envelope at c only)."""
-    ell, t, ga, hx, _, _ = _log_terms(q, sigma, c, d, nx)
+    profile's line: κ at c and c ± a, the envelope at c only). ``terms``: the
+    :func:`line_terms` of the same arguments (computed if None)."""
+    if terms is None:
+        terms = line_terms(q, sigma, c, d, nx)
+    ell, t, ga, hx = terms.ell, terms.t, terms.ga, terms.hx
     q, sigma, d = jnp.broadcast_arrays(q, sigma, d)
     m, wts = _scaled(ga)
     return _split_stats(q, sigma, ell, t, ga, hx, d[..., None] * ell, m, wts,
@@ -561,7 +592,7 @@ def _aliasing_limit(q, sigma, a, x, ell, t, ga, m, hx, far: FarPart):
     its last end p_P = a + _WIDTH·σ mass ≤ f(p_P)·σ/_WIDTH at slope 1/σ².
 
     Args: ``q, sigma, a, hx``: the batch shape ``B``; ``x, ell, t, ga``: ``B + (nx,)`` (the
-    nodes, ℓ, t and log terms of :func:`_log_terms`), ``m``: ``B + (1,)``; ``far``: the
+    nodes, ℓ, t and log terms of :func:`line_terms`), ``m``: ``B + (1,)``; ``far``: the
     :func:`far_part` of the same run and line.
 
     Returns:
@@ -637,7 +668,7 @@ def _aliasing_limit(q, sigma, a, x, ell, t, ga, m, hx, far: FarPart):
     return jnp.max(jnp.min(u_shell, axis=-1), axis=-1)
 
 
-def aliasing_limit(q, sigma, c, d, nx: int):
+def aliasing_limit(q, sigma, c, d, nx: int, terms: Terms | None = None):
     """The largest |u| at which the x-rule of ``nx`` nodes is trusted by :func:`_aliasing_limit`.
 
     For the remove direction (d > 0); −1 for add (the uniform criterion alone). Computed once
@@ -647,20 +678,22 @@ def aliasing_limit(q, sigma, c, d, nx: int):
     Args:
       q, sigma, c, d: broadcastable to a batch shape ``B``.
       nx: number of x-nodes (static).
+      terms: the :func:`line_terms` of the same arguments (computed if None).
 
     Returns:
       ``B``.
     """
     q, sigma, c, d = (jax.lax.stop_gradient(v) for v in jnp.broadcast_arrays(q, sigma, c, d))
-    ell, t, ga, hx, x, _ = _log_terms(q, sigma, c, d, nx)
+    if terms is None:
+        terms = line_terms(q, sigma, c, d, nx)
+    ell, t, ga, hx, x, _, far = jax.tree_util.tree_map(jax.lax.stop_gradient, terms)
     m, _ = _scaled(ga)
     remove = d > 0
     a = jnp.where(remove, exponent(c, d), 1.0)
-    far = far_part(q, sigma, c, d)
     return jnp.where(remove, _aliasing_limit(q, sigma, a, x, ell, t, ga, m, hx, far), -1.0)
 
 
-def _finish(fine, ell, t, ga, m, mag, hx, q, sigma, c, d, u, limit, sizes, roundings: int):
+def _finish(fine, terms: Terms, m, mag, q, sigma, c, d, u, limit, roundings: int):
     """log M from the sums, and a bound on its relative error (see the module docstring).
 
     ``roundings``: the additions a term meets in the sum over x (static). By matrix products
@@ -668,6 +701,7 @@ def _finish(fine, ell, t, ga, m, mag, hx, q, sigma, c, d, u, limit, sizes, round
     |sin α sin β|) ≤ roundings·(eps/2)·Σ mag; directly, within roundings·(eps/2)·Σ mag|cos|
     and ·Σ mag|sin|. Either way the complex sum is within roundings·eps·Σ mag (√2 < 2).
     """
+    ell, t, ga, hx, _, sizes, far = terms
     absfine = jnp.maximum(jnp.abs(fine), 1e-300)
     s0 = jnp.sum(mag, axis=-1)
     amp = s0[..., None] / absfine
@@ -685,13 +719,13 @@ def _finish(fine, ell, t, ga, m, mag, hx, q, sigma, c, d, u, limit, sizes, round
                  + _parts_rounding(sizes, m, mag) / absfine)
     log_m = m + jnp.log(jnp.where(absfine > 1e-300, fine, 1.0))  # safe for gradients
     log_m = jnp.where(absfine > 1e-300, log_m, -jnp.inf)
-    log_far = log_far_left_out(far_part(q, sigma, c, d), hx, sigma)
+    log_far = log_far_left_out(far, hx, sigma)
     eta_window = jnp.exp(_log_window_tail(ga, m, hx, sigma, log_far))[..., None] / absfine
     eta = jnp.exp(jnp.minimum(log_alias, 700.0)) * amp + eta_round + eta_window
     return log_m, jnp.where(absfine > 1e-300, eta, jnp.inf)
 
 
-def log_moment_line(q, sigma, c, d, u, nx: int, limit=None):
+def log_moment_line(q, sigma, c, d, u, nx: int, limit=None, terms: Terms | None = None):
     """log M(c + iu) and its relative error estimate.
 
     Args:
@@ -699,21 +733,24 @@ def log_moment_line(q, sigma, c, d, u, nx: int, limit=None):
       u: shape ``B + (N,)``.
       nx: number of x-nodes (static).
       limit: ``B``, :func:`aliasing_limit` of the same arguments (computed if None).
+      terms: the :func:`line_terms` of the same arguments (computed if None).
 
     Returns:
       ``(log_m, eta)``: complex log M (principal branch) and a bound on its relative error,
       both of shape ``B + (N,)``.
     """
+    if terms is None:
+        terms = line_terms(q, sigma, c, d, nx)
     if limit is None:
-        limit = aliasing_limit(q, sigma, c, d, nx)
-    ell, t, ga, hx, _, sizes = _log_terms(q, sigma, c, d, nx)
-    q, sigma, c, d = (jnp.broadcast_to(v, ell.shape[:-1]) for v in (q, sigma, c, d))
-    m, mag = _scaled(ga)
-    fine, roundings = _line_sums(ell, mag, d, u)
-    return _finish(fine, ell, t, ga, m, mag, hx, q, sigma, c, d, u, limit, sizes, roundings)
+        limit = aliasing_limit(q, sigma, c, d, nx, terms)
+    q, sigma, c, d = (jnp.broadcast_to(v, terms.hx.shape) for v in (q, sigma, c, d))
+    m, mag = _scaled(terms.ga)
+    fine, roundings = _line_sums(terms.ell, mag, d, u)
+    return _finish(fine, terms, m, mag, q, sigma, c, d, u, limit, roundings)
 
 
-def log_moment_uniform_line(q, sigma, c, d, h, n: int, nx: int, limit=None):
+def log_moment_uniform_line(q, sigma, c, d, h, n: int, nx: int, limit=None,
+                            terms: Terms | None = None):
     """:func:`log_moment_line` at the equispaced points u_k = k·h, k < n, by blocks.
 
     Args:
@@ -721,15 +758,17 @@ def log_moment_uniform_line(q, sigma, c, d, h, n: int, nx: int, limit=None):
       n: number of points (static).
       nx: number of x-nodes (static).
       limit: ``B``, :func:`aliasing_limit` of the same arguments (computed if None).
+      terms: the :func:`line_terms` of the same arguments (computed if None).
 
     Returns:
       ``(log_m, eta)`` of shape ``B + (n,)``, as :func:`log_moment_line` at u = k·h.
     """
+    if terms is None:
+        terms = line_terms(q, sigma, c, d, nx)
     if limit is None:
-        limit = aliasing_limit(q, sigma, c, d, nx)
-    ell, t, ga, hx, _, sizes = _log_terms(q, sigma, c, d, nx)
-    q, sigma, c, d, h = (jnp.broadcast_to(v, ell.shape[:-1]) for v in (q, sigma, c, d, h))
-    m, mag = _scaled(ga)
-    fine, roundings = _uniform_line_sums(ell, mag, d, h, n)
-    u = h[..., None] * jnp.arange(n, dtype=ell.dtype)
-    return _finish(fine, ell, t, ga, m, mag, hx, q, sigma, c, d, u, limit, sizes, roundings)
+        limit = aliasing_limit(q, sigma, c, d, nx, terms)
+    q, sigma, c, d, h = (jnp.broadcast_to(v, terms.hx.shape) for v in (q, sigma, c, d, h))
+    m, mag = _scaled(terms.ga)
+    fine, roundings = _uniform_line_sums(terms.ell, mag, d, h, n)
+    u = h[..., None] * jnp.arange(n, dtype=terms.ell.dtype)
+    return _finish(fine, terms, m, mag, q, sigma, c, d, u, limit, roundings)

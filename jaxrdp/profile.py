@@ -499,7 +499,11 @@ def _line(q, s, t, c, eps, nx, nu, narrow=False):
         qs, ss, ts, jnp.stack([c, c - a_pick, c + a_pick], -1), nx, per_segment=True)
     alpha, gamma, kap_seg, log_eta = (v[:, :, 0] for v in (alpha, gamma, kap_seg, log_eta))
     d = _DIRS.reshape(2, 1, 1)
-    w_split, log_v, lvar, lm4 = cm.split_stats(qs[None], ss[None], c[..., None], d, nx)
+    # the x-rule's terms at c, shared by the split points, the aliasing limit, the line and
+    # its check points (without derivatives but on the line itself)
+    terms = cm.line_terms(q[None], s[None], c[..., None], d, nx)
+    sterms = jax.tree_util.tree_map(sg, terms)
+    w_split, log_v, lvar, lm4 = cm.split_stats(qs[None], ss[None], c[..., None], d, nx, sterms)
     alpha_l, gamma_l = _quartic_coefficients(lvar, lm4)
     trusted = jnp.all(jnp.isfinite(err3), axis=-1) & jnp.any(strip_ok, axis=-1)
     # every bound below needs M(c) from above (M(c ± a) too); the estimate, the line's own
@@ -508,9 +512,9 @@ def _line(q, s, t, c, eps, nx, nu, narrow=False):
     kap = kap3[..., 0]
     u = h[..., None] * jnp.arange(nu, dtype=c.dtype)
     # the aliasing limit of the x-rule, shared by the line's nodes and its check points
-    limit = cm.aliasing_limit(qs[None], ss[None], c[..., None], d, nx)
+    limit = cm.aliasing_limit(qs[None], ss[None], c[..., None], d, nx, sterms)
     log_m, eta = cm.log_moment_uniform_line(q[None], s[None], c[..., None], d, h[..., None], nu, nx,
-                                            limit)
+                                            limit, terms)
     tt = t[None, :, :, None]
     line = _Line(
         c=c, h=h, a=a_pick, log_mt=jnp.sum(tt * log_m, axis=2),
@@ -526,7 +530,7 @@ def _line(q, s, t, c, eps, nx, nu, narrow=False):
     # bounds on |M_i(c+iu)|/M_i(c) at check points beyond H: computed value·(1 + η)
     uc = (h * nu)[..., None] * jnp.asarray(_TAIL_RATIO ** np.arange(_CHECK_PIECES + 1), h.dtype)
     log_mc, eta_c = cm.log_moment_line(qs[None], ss[None], c[..., None], d, uc[:, :, None, :], nx,
-                                       limit)
+                                       limit, sterms)
     # over M_i(c) from below: M_i(c) ≥ computed/(1 + η_i)
     kap_low = kap_seg - jnp.log1p(jnp.exp(log_eta))
     check = jnp.where(eta_c < 1.0, jnp.exp(jnp.real(log_mc) - kap_low[..., None]) * (1.0 + eta_c),
@@ -975,25 +979,8 @@ def _merge_log_delta(old, new):
 
 
 def _merge_epsilon(old, new):
-    """The tighter of two verified (ε, rel) of the same runs: the smaller ε with its own error
-    bound, or the one a result within the tolerance gives it, if smaller. A NaN is no bound
-    (+∞, rel ∞).
-
-    The line's rel of ε is its bracket of log δ carried to ε by the slope at ε
-    (:func:`_epsilon_chunk`): close to the truth only where small. A larger one is not a
-    lower end to combine (q = 0.0211, σ = 1 806, T = 10, δ = 1.66e-12: TIERS[0]'s ε 1.9912e-4
-    with rel 0.064 puts the truth at 1.8635e-4 and above; TIERS[2]'s ε, within 2.3e-12,
-    is 1.85973e-4).
-    """
-    (e_a, rel_a), (e_b, rel_b) = ([np.where(np.isnan(v), np.inf, v) for v in r] for r in (old, new))
-    take_b = e_b < e_a
-    eps, own = np.where(take_b, e_b, e_a), np.where(take_b, rel_b, rel_a)
-    with np.errstate(invalid="ignore"):
-        other_e, other_rel = np.where(take_b, e_a, e_b), np.where(take_b, rel_a, rel_b)
-        end = np.where(np.isfinite(other_e) & (other_rel <= TOLERANCE),
-                       np.minimum(other_e * (1.0 - other_rel), eps), 0.0)
-        given = np.where((end > 0) & np.isfinite(eps), 1.0 - end / eps, np.inf)
-    return [eps, np.minimum(own, given)]
+    """:func:`_tighter_epsilon` of two steps' (ε, rel) of the same runs."""
+    return list(_tighter_epsilon(*old, *new))
 
 
 def _prepare(q, sigma, steps, target):
@@ -1173,15 +1160,28 @@ def _tighter_log_delta(log_a, rel_a, log_b, rel_b):
 
 
 def _tighter_epsilon(eps_a, rel_a, eps_b, rel_b):
-    """The smaller of two sound ε (each with its relative error bound; the truth is at least
-    ε·(1 − rel)), and the error bound from the better lower end."""
-    low = lambda e, r: np.where(np.isfinite(e) & (r < 1.0),
-                                np.where(np.isfinite(e), e, 0.0) * (1.0 - np.minimum(r, 1.0)), 0.0)
-    eps = np.minimum(eps_a, eps_b)
-    end = np.minimum(np.maximum(low(eps_a, rel_a), low(eps_b, rel_b)), eps)
-    finite = np.isfinite(eps) & (eps > 0)
-    rel = np.where(finite, 1.0 - end / np.where(finite, eps, 1.0), np.where(eps == 0, 0.0, np.inf))
-    return eps, np.where(eps == 0, np.minimum(rel_a, rel_b), rel)
+    """The tighter of two sound ε of the same runs, each with its relative error bound: the
+    smaller ε with its own rel, or the one the other result's lower end ε·(1 − rel) gives it
+    where that result is within TOLERANCE, if smaller. A NaN is no bound (+∞, rel ∞).
+
+    A rel above the tolerance is not a lower end to combine: the line's rel of ε is its
+    bracket of log δ carried to ε by the slope at ε (:func:`_epsilon_chunk`), close to the
+    truth only where small (q = 0.0211, σ = 1 806, T = 10, δ = 1.66e-12: TIERS[0]'s ε
+    1.9912e-4 with rel 0.064 puts the truth at 1.8635e-4 and above; TIERS[2]'s ε, within
+    2.3e-12, is 1.85973e-4). Leaving such an end out changes no status: a loose result's end
+    cannot bring a smaller ε within the tolerance. ε = 0 is exact (rel 0).
+    """
+    (e_a, rel_a), (e_b, rel_b) = ([np.where(np.isnan(v), np.inf, v) for v in pair]
+                                  for pair in ((eps_a, rel_a), (eps_b, rel_b)))
+    take_b = e_b < e_a
+    eps, own = np.where(take_b, e_b, e_a), np.where(take_b, rel_b, rel_a)
+    with np.errstate(invalid="ignore"):
+        other_e, other_rel = np.where(take_b, e_a, e_b), np.where(take_b, rel_a, rel_b)
+        end = np.where(np.isfinite(other_e) & (other_rel <= TOLERANCE),
+                       np.minimum(other_e * (1.0 - other_rel), eps), 0.0)
+        given = np.where((end > 0) & np.isfinite(eps), 1.0 - end / eps, np.inf)
+    # an upper bound of 0 is the truth (ε ≥ 0)
+    return eps, np.where(eps == 0, 0.0, np.minimum(own, given))
 
 
 _one_step_epsilon = jax.jit(_one_step.epsilon)

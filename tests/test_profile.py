@@ -234,9 +234,9 @@ def _mp_remove_moment(q, s, z, cuts):
 def _aliasing_limits(q, s, c, nx):
     """(refined limit of |u|, the uniform criterion's limit, x-nodes) for the remove direction."""
     import jax.numpy as jnp
-    ell, t, ga, hx, x, _ = cm._log_terms(jnp.array(q), jnp.array(s), jnp.array(c), jnp.array(1.0), nx)
+    ell, t, ga, hx, x, _, far = cm.line_terms(jnp.array(q), jnp.array(s), jnp.array(c),
+                                              jnp.array(1.0), nx)
     m = jnp.max(ga, axis=-1, keepdims=True)
-    far = cm.far_part(jnp.array(q), jnp.array(s), jnp.array(c), jnp.array(1.0))
     limit = float(cm._aliasing_limit(jnp.array(q), jnp.array(s), jnp.array(1.0 + c), x, ell, t,
                                      ga, m, hx, far))
     return limit, 2.0 * np.pi * s**2 / float(hx) - cm._RESOLVE * s, x
@@ -878,6 +878,23 @@ def test_escalation_does_not_combine_a_loose_epsilons_linearised_lower_end():
     assert rel[0] == pytest.approx(1 - 1.862262490e-4 * (1 - 2e-7) / 1.862262488e-4, rel=1e-6)
     eps, rel = profile._merge_epsilon([np.array([np.nan]), np.array([np.nan])], tier1)
     assert (eps[0], rel[0]) == (tier1[0][0], tier1[1][0])
+
+
+def test_host_steps_keep_the_smaller_epsilon_with_a_lower_end_they_can_stand_behind():
+    """The host steps (two steps, the split bound, one exit) merge with the line's ε by the
+    same rule: a split bound (no error bound of its own) below a loose line result keeps rel
+    ∞, not the 0.44 that the line's linearised lower end would give; below a result within
+    the tolerance it takes that lower end; an ε of 0 is exact."""
+    eps, rel = profile._tighter_epsilon(np.array([1.0]), np.array([0.5]), np.array([0.9]),
+                                        np.array([np.inf]))
+    assert eps[0] == 0.9 and rel[0] == np.inf
+    eps, rel = profile._tighter_epsilon(np.array([1.0]), np.array([1e-7]),
+                                        np.array([0.99999995]), np.array([np.inf]))
+    assert eps[0] == 0.99999995
+    assert rel[0] == pytest.approx(1 - (1 - 1e-7) / 0.99999995, rel=1e-6)
+    eps, rel = profile._tighter_epsilon(np.array([0.0]), np.array([np.inf]), np.array([0.5]),
+                                        np.array([1e-9]))
+    assert eps[0] == 0.0 and rel[0] == 0.0
 
 
 def test_line_on_a_cut_window_brackets_the_one_step_closed_form():
