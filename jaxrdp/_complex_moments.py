@@ -51,8 +51,8 @@ _RESOLVE = 10.0
 
 REMOVE = 1.0
 ADD = -1.0
-#: remove: cut points X/a tried by :func:`far_part`, smallest first
-_CUT_FRACTIONS = (0.5,)
+#: remove: the cut point X/a of :func:`far_part`
+_CUT_FRACTION = 0.5
 #: pieces of [X, a + _WIDTH·σ] on which :func:`far_part` bounds the integrand
 _FAR_PIECES = 8
 #: a cut is used only where its far part's bound is below e^{_FAR_MAX} (raw; M(c) ≥ 1)
@@ -114,8 +114,8 @@ def far_part(q, sigma, c, d) -> FarPart:
     p_P = a + _WIDTH·σ: ℓ is convex (a log-sum-exp of t), so on [p_j, p_{j+1}] aℓ lies below
     its chord and log f below the concave quadratic −x²/2σ² + chord, whose largest value on
     the piece is in closed form (+1 for rounding); beyond p_P log f falls at least as fast as
-    −_WIDTH/σ (its slope (aρ − x)/σ² ≤ (a − x)/σ²). The cut is taken at the smallest X
-    of :data:`_CUT_FRACTIONS`·a whose window ends below X and whose bound on the far part,
+    −_WIDTH/σ (its slope (aρ − x)/σ² ≤ (a − x)/σ²). The cut is taken at X =
+    :data:`_CUT_FRACTION`·a where the window ends below X and the bound on the far part,
     lattice nodes included for any step up to the window's width, is below e^{_FAR_MAX}:
     then it is at most e^{_FAR_MAX} of M(c) (M(c) = A_{1+c} ≥ 1 by Jensen), and it is added to
     the bounds on what the window leaves out all the same (:func:`_log_window_tail`,
@@ -132,35 +132,26 @@ def far_part(q, sigma, c, d) -> FarPart:
     """
     q, sigma, c, d = (jax.lax.stop_gradient(v) for v in jnp.broadcast_arrays(q, sigma, c, d))
     a = jnp.maximum(exponent(c, d), 1.0)
-    se, ae = sigma[..., None], a[..., None]
     log_beta = jnp.log(q) - _log_one_minus(jnp.minimum(q, 0.5))  # ρ = sigmoid(log β + t)
-    x_cut = ae * jnp.asarray(_CUT_FRACTIONS, a.dtype)  # B + (F,)
-    rho = jax.nn.sigmoid(log_beta[..., None] + (2.0 * x_cut - 1.0) / (2.0 * se**2))
-    hi = ae * rho + _WIDTH * se + 1.5
-    end = ae + _WIDTH * se
+    x_cut = _CUT_FRACTION * a
+    rho = jax.nn.sigmoid(log_beta + (2.0 * x_cut - 1.0) / (2.0 * sigma**2))
+    hi = a * rho + _WIDTH * sigma + 1.5
     k = jnp.arange(_FAR_PIECES + 1, dtype=a.dtype) / _FAR_PIECES
-    ends = x_cut[..., None] + (end - x_cut)[..., None] * k  # B + (F, P+1)
-    ell, _ = log_r(ends, q[..., None, None], se[..., None])
+    ends = x_cut[..., None] + (a + _WIDTH * sigma - x_cut)[..., None] * k  # B + (P+1,)
+    se, ae = sigma[..., None], a[..., None]
+    ell, _ = log_r(ends, q[..., None], se)
     # ℓ is convex, so a·ℓ lies below its chord on each piece, and log f below the concave
     # quadratic −x²/2σ² + chord: its largest value on the piece, at x* = clip(a·slope·σ²)
     lo, width = ends[..., :-1], jnp.diff(ends, axis=-1)
-    slope = ae[..., None] * jnp.diff(ell, axis=-1) / width
-    top = jnp.clip(slope * se[..., None] ** 2, lo, ends[..., 1:])
-    chord = ae[..., None] * ell[..., :-1] + slope * (top - lo)
-    log_sup = _log_phi(top, se[..., None]) + chord + 1.0  # +1: the rounding's margin
-    log_end = _log_phi(ends[..., -1], se) + ae * ell[..., -1] + 1.0
+    slope = ae * jnp.diff(ell, axis=-1) / width
+    top = jnp.clip(slope * se**2, lo, ends[..., 1:])
+    log_sup = _log_phi(top, se) + ae * ell[..., :-1] + slope * (top - lo) + 1.0  # +1: rounding
+    log_end = _log_phi(ends[..., -1], sigma) + a * ell[..., -1] + 1.0
     # the lattice bound of :func:`_log_far_lattice` at the largest step (the window's width)
-    width = hi - jnp.minimum(0.0, a)[..., None] + _WIDTH * se + 1.5
-    log_far = _log_far_lattice(ends, log_sup, log_end, jnp.log(width), se)
-    ok = (hi <= x_cut) & (log_far < _FAR_MAX) & (d[..., None] > 0) & (q[..., None] < 0.5)
-    sel = jnp.arange(ok.shape[-1]) == jnp.argmax(ok, axis=-1)[..., None]  # B + (F,)
-
-    def pick(v):  # B + (F,) + rest → B + rest, at the first cut that passes
-        mask = sel.reshape(sel.shape + (1,) * (v.ndim - sel.ndim))
-        return jnp.sum(jnp.where(mask, v, 0.0), axis=sel.ndim - 1)
-
-    return FarPart(on=jnp.any(ok, axis=-1), hi=pick(hi), x_cut=pick(x_cut), ends=pick(ends),
-                   log_sup=pick(log_sup), log_end=pick(log_end))
+    span = hi - jnp.minimum(0.0, a) + _WIDTH * sigma + 1.5
+    log_far = _log_far_lattice(ends, log_sup, log_end, jnp.log(span), sigma)
+    on = (hi <= x_cut) & (log_far < _FAR_MAX) & (d > 0) & (q < 0.5)
+    return FarPart(on=on, hi=hi, x_cut=x_cut, ends=ends, log_sup=log_sup, log_end=log_end)
 
 
 def _log_far_lattice(ends, log_sup, log_end, log_hx, sigma):
@@ -219,15 +210,24 @@ def grid(q, sigma, c, d, nx: int):
     return x, hx
 
 
-def _grid(q, sigma, c, d, nx: int):
-    """:func:`grid`, and the :func:`far_part` its window stops short of."""
+def _grid(q, sigma, c, d, nx: int, cut: bool = True):
+    """:func:`grid`, and the :func:`far_part` its window stops short of (``cut=False``:
+    none, the window uncut)."""
     lo, hi = _uncut_window(q, sigma, c, d)
     # remove: stop short of a far mode that weighs nothing (:func:`far_part`)
-    far = far_part(q, sigma, c, d)
+    far = far_part(q, sigma, c, d) if cut else _no_far_part(hi)
     hi = jnp.where(far.on, far.hi, hi)
     k = jnp.arange(nx, dtype=jnp.result_type(c))
     hx = (hi - lo) / (nx - 1)
     return lo[..., None] + hx[..., None] * k, hx, far
+
+
+def _no_far_part(like) -> FarPart:
+    """A :class:`FarPart` that is off, of ``like``'s shape (finite stand-ins)."""
+    zero = jnp.zeros_like(like)
+    ends = zero[..., None] + jnp.arange(_FAR_PIECES + 1, dtype=zero.dtype)
+    return FarPart(on=jnp.zeros(like.shape, bool), hi=zero, x_cut=zero, ends=ends,
+                   log_sup=ends[..., 1:], log_end=zero)
 
 
 class Terms(NamedTuple):
@@ -254,9 +254,12 @@ def line_terms(q, sigma, c, d, nx: int) -> Terms:
     Computed once per line and handed to :func:`split_stats`, :func:`aliasing_limit`,
     :func:`log_moment_line` and :func:`log_moment_uniform_line`, which otherwise compute it
     each (under :func:`jax.lax.stop_gradient` it serves the callers without derivatives).
+    A direction given as a number (not an array) that is ``ADD`` has no far part to cut: its
+    program leaves :func:`far_part` out.
     """
+    cut = not (isinstance(d, (int, float)) and d < 0)
     q, sigma, c, d = jnp.broadcast_arrays(q, sigma, c, d)
-    x, hx, far = _grid(q, sigma, c, d, nx)
+    x, hx, far = _grid(q, sigma, c, d, nx, cut)
     qe, se = q[..., None], sigma[..., None]
     ell, t = log_r(x, qe, se)
     a = exponent(c, d)[..., None]
