@@ -781,6 +781,13 @@ def _add_loss_max(q, t):
     return jnp.where(jnp.all(q < 1.0, axis=-1), lmax, jnp.inf)
 
 
+def _add_zero_beyond(log_up, rel, beyond):
+    """The bounded (log δ, rel) of both directions (axis 0) with δ_add exactly 0 where
+    ``beyond`` (ε at or past :func:`_add_loss_max`): bound −∞, rel 0."""
+    return (log_up.at[1].set(jnp.where(beyond, -jnp.inf, log_up[1])),
+            rel.at[1].set(jnp.where(beyond, 0.0, rel[1])))
+
+
 def _dummies(q, s, t):
     """Segments without sampling contribute M = 1: give them safe inputs and no weight."""
     sampled = (q > 0) & (t > 0)
@@ -804,12 +811,10 @@ def _delta_chunk(q, s, t, eps, nx, nu, c_scale=1.0, narrow=False):
     live = active[None] & ((_DIRS[:, None] > 0) | ~impossible[None])
     log_up, rel, _ = _log_delta(_finite_line(line, live),
                                 jnp.broadcast_to(e[:, None], (2,) + e.shape + (1,)))
-    log_up, rel = log_up[..., 0], rel[..., 0]
-    la = jnp.where(impossible, -jnp.inf, log_up[1])
-    rel = _rel_of_max(jnp.stack([log_up[0], la]),
-                      jnp.stack([rel[0], jnp.where(impossible, 0.0, rel[1])]))
+    log_up, rel = _add_zero_beyond(log_up[..., 0], rel[..., 0], impossible)
+    rel = _rel_of_max(log_up, rel)
     lr = jnp.where(active, log_up[0], -jnp.inf)
-    la = jnp.where(active, la, -jnp.inf)
+    la = jnp.where(active, log_up[1], -jnp.inf)
     return lr, la, jnp.where(active, rel, 0.0)
 
 
@@ -861,9 +866,7 @@ def _epsilon_chunk(q, s, t, log_delta, eps_rdp, nx, nu, c_scale=1.0, narrow=Fals
     # and the search's upper end (where it stopped short of the root: bisection steps)
     cands = jnp.sort(jnp.concatenate([cands, sg(jnp.max(hi, axis=0))[:, None]], -1), axis=-1)
     log_up, rel, slope = _log_delta(sg_line, jnp.broadcast_to(cands, (2,) + cands.shape), sg_nodes)
-    add_zero = cands >= lmax[:, None]
-    log_up = log_up.at[1].set(jnp.where(add_zero, -jnp.inf, log_up[1]))
-    rel = rel.at[1].set(jnp.where(add_zero, 0.0, rel[1]))
+    log_up, rel = _add_zero_beyond(log_up, rel, cands >= lmax[:, None])
     ok = jnp.all(log_up <= log_delta[None, :, None], axis=0)  # (n, m)
     first = jnp.argmax(ok, axis=-1)
     found = jnp.any(ok, axis=-1)
