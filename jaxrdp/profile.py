@@ -269,6 +269,11 @@ _LOG_C = (np.log(1e-8), np.log(1e7))  # search range of c
 #: node); measured best at 8 runs on the last tier (3.1 ms per run; 4.4 at one run per chunk).
 _CHUNK = 1 << 21
 _RDP_PIECE = 4096  # runs per call of the RDP companion (:func:`_rdp_companion`), at most
+#: calls of fewer runs are padded to this many (within :data:`_CHUNK`): each tier's program,
+#: and the RDP companion's, is then one per segment count for calls of every small size
+#: (before, calls of at most ``_FEW_RUNS`` runs had programs of their own, seven per
+#: direction instead of four, and a process that saw both sizes compiled both)
+_MIN_PADDED_RUNS = 64
 _DIRS = np.array([cm.REMOVE, cm.ADD])
 
 
@@ -909,13 +914,11 @@ def _padded_size(n: int, floor: int) -> int:
 def _chunk_size(n: int, per_run: int) -> int:
     """Runs per compiled chunk: a power of two within the memory budget (at least 1).
 
-    Calls of at most ``_FEW_RUNS`` runs are padded to that many, other small calls to at
-    least 64 runs (or the budget), so that calls of different small sizes share two
-    compiled programs per tier (a one-run call padded to 64 took 0.10 s, padded to 8
-    0.07 s).
+    Small calls are padded to at least :data:`_MIN_PADDED_RUNS` runs (or the budget), so
+    that calls of every small size share one compiled program per tier and segment count.
     """
     cap = 1 << int(np.log2(max(_CHUNK // per_run, 1)))
-    return min(cap, _padded_size(n, _FEW_RUNS if n <= _FEW_RUNS else 64))
+    return min(cap, _padded_size(n, _MIN_PADDED_RUNS))
 
 
 def _chunked(fn, args, step: _Step):
@@ -1222,7 +1225,7 @@ def _rdp_companion(kind, qf, sf, tf, target, concrete):
     curve at :data:`jaxrdp.kernels.DEFAULT_ORDERS`.
 
     Concrete calls pad the runs as the profile's programs do (:func:`_padded_size`: at least
-    ``_FEW_RUNS``, beyond that at least 64), in pieces of at most ``_RDP_PIECE`` runs, so
+    :data:`_MIN_PADDED_RUNS`), in pieces of at most ``_RDP_PIECE`` runs, so
     that calls of different sizes share the RDP programs as they share the profile's (each
     number of runs compiled them anew before: 5–7 s on a 2 vCPU CPU, as long as the
     profile's first tier). The :class:`jaxrdp.conversions.OrderAtEdgeWarning` counts the
@@ -1236,7 +1239,7 @@ def _rdp_companion(kind, qf, sf, tf, target, concrete):
     n = qf.shape[0]
     if n == 0:
         return np.zeros(0, qf.dtype)
-    size = min(_RDP_PIECE, _padded_size(n, _FEW_RUNS if n <= _FEW_RUNS else 64))
+    size = min(_RDP_PIECE, _padded_size(n, _MIN_PADDED_RUNS))
 
     def piece(*args):
         with warnings.catch_warnings():

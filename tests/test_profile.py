@@ -122,7 +122,7 @@ def test_lines_of_one_tier_share_one_compiled_program():
 
 def test_rdp_companion_shares_one_program_across_small_calls():
     """The RDP ε beside the profile's: calls of 2, 3 and 5 runs share one compiled RDP
-    program (padded to 8 runs, as the profile's own programs are; each size compiled its
+    program (padded to 64 runs, as the profile's own programs are; each size compiled its
     own before, 5–7 s), and give conversions.epsilon's value of each run. The warning of an
     order at the grid's edge counts the caller's runs, not the padding."""
     q = np.array([0.01, 0.5, 1e-3, 0.02, 0.2])
