@@ -350,12 +350,9 @@ def _stats(q, s, t, c, nx, per_segment: bool = False, max_eta: float | None = No
     seg = functools.partial(_by_segment, extra=c.ndim - 2)
     qq, ss, tt = seg(q), seg(s), seg(t)
     d = _DIRS.reshape((2,) + (1,) * (c.ndim))
-    if rigorous:  # the add direction's bound on the rule's error needs its factor F
-        rem = cm.real_stats(qq[0], ss[0], c[0, ..., None], cm.REMOVE, nx, add_factor=False)
-        add = cm.real_stats(qq[0], ss[0], c[1, ..., None], cm.ADD, nx, add_factor=True)
-        stats = [jnp.stack(pair) for pair in zip(rem, add)]
-    else:
-        stats = cm.real_stats(qq, ss, c[..., None], d, nx, add_factor=False, rounding=False)
+    # rigorous: the add direction's bound on the rule's error needs its factor F (the
+    # remove direction's is 1: computed for both, one copy of the statistics in the program)
+    stats = cm.real_stats(qq, ss, c[..., None], d, nx, add_factor=rigorous, rounding=rigorous)
     kap, k1, k2, k4, w, log_v, lvar, lm4, log_eta = stats
     envelope = (*_quartic_coefficients(k2, k4), w, log_v, *_quartic_coefficients(lvar, lm4))
     max_eta = _MAX_ETA if max_eta is None else max_eta
