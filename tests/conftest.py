@@ -141,6 +141,19 @@ def pytest_configure(config):
 _cache_owner = pytest.StashKey[str]()
 
 
+def shared_cache_environment() -> dict[str, str]:
+    """This process's environment with the run's compilation cache (:func:`pytest_configure`)
+    as JAX's persistent cache, for a subprocess (a notebook's kernel, the console script):
+    it then loads the programs that the tests or an earlier subprocess compiled. Without a
+    run cache (a cache the user configured), the environment as it is."""
+    env = dict(os.environ)
+    cache = env.get(_CACHE_VARIABLE)
+    if cache and not env.get("JAX_COMPILATION_CACHE_DIR"):
+        env["JAX_COMPILATION_CACHE_DIR"] = cache
+        env.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", str(_CACHE_MIN_COMPILE_SECONDS))
+    return env
+
+
 def pytest_unconfigure(config):
     """Removes the run's compilation cache (in the process that made it)."""
     directory = config.stash.get(_cache_owner, None)

@@ -12,6 +12,7 @@ import sys
 import numpy as np
 import pytest
 
+import conftest
 import jaxrdp
 from jaxrdp import cli, sweep
 
@@ -142,10 +143,13 @@ def test_help_shows_an_example(command, capsys):
 
 @pytest.mark.slow
 def test_console_script_runs():
+    # with the run's compilation cache (the programs the tests compiled are loaded, not
+    # compiled again: 37 s of this test before; the command line's own cache is tested below)
+    env = conftest.shared_cache_environment()
     res = subprocess.run(
         [sys.executable, "-m", "jaxrdp", "epsilon", "--q", "0.01", "--sigma", "1.1", "--steps", "100",
          "--delta", "1e-5"],
-        capture_output=True, text=True,
+        capture_output=True, text=True, env=env,
     )
     assert res.returncode == 0, res.stderr
     assert res.stdout.startswith("ε = ")
@@ -153,7 +157,7 @@ def test_console_script_runs():
     res = subprocess.run(
         [sys.executable, "-m", "jaxrdp", "epsilon", "--q", "1.5", "--sigma", "1.1", "--steps", "100",
          "--delta", "1e-5"],
-        capture_output=True, text=True,
+        capture_output=True, text=True, env=env,
     )
     assert res.returncode == 2 and res.stdout == ""
     assert res.stderr.startswith("jaxrdp epsilon: error:") and "q" in res.stderr

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import importlib.util
-import os
 import pathlib
 import subprocess
 import sys
@@ -89,23 +88,12 @@ def test_stored_notebook_has_outputs(source):
         assert figures, f"{source.stem} draws but stores no figure"
 
 
-def _kernel_environment() -> dict[str, str]:
-    """The environment of a notebook's run: the suite's, with the run's compilation cache
-    (``conftest.py``) as JAX's persistent cache, so the kernels load the programs that the
-    tests or an earlier notebook compiled (notebook 07 took 70 s with an empty cache, 29 s
-    with its own programs cached)."""
-    env = dict(os.environ)
-    cache = env.get(conftest._CACHE_VARIABLE)
-    if cache and not env.get("JAX_COMPILATION_CACHE_DIR"):
-        env["JAX_COMPILATION_CACHE_DIR"] = cache
-        env.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS",
-                       str(conftest._CACHE_MIN_COMPILE_SECONDS))
-    return env
-
-
 def _execute(source) -> subprocess.CompletedProcess:
+    # the run's compilation cache (conftest.py): the kernels load the programs that the tests
+    # or an earlier notebook compiled (notebook 07 took 70 s with an empty cache, 29 s with
+    # its own programs cached)
     return subprocess.run([sys.executable, str(NOTEBOOK_DIR / "build.py"), "--execute-only", source.name],
-                          capture_output=True, text=True, env=_kernel_environment())
+                          capture_output=True, text=True, env=conftest.shared_cache_environment())
 
 
 _BACKGROUND: dict[str, concurrent.futures.Future] = {}
