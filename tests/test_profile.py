@@ -897,6 +897,28 @@ def test_host_steps_keep_the_smaller_epsilon_with_a_lower_end_they_can_stand_beh
     assert eps[0] == 0.0 and rel[0] == 0.0
 
 
+def test_three_steps_on_a_cut_window_against_the_convolution_reference():
+    """T = 3, q = 0.00753, σ = 155, δ = 7.49e-18, end to end: the remove saddle (c ≈ 8.8·10⁴)
+    lies where the x-window is cut short of the far mode (``far_part``). The exact δ by
+    conditioning on two steps (``profile_reference.convolution_delta``, 25 digits, 17 s
+    each, not rerun here; unchanged at 20 and 28 digits): δ_remove is 7.49000044389736e-18
+    at ε₋ = 6.049076805539542e-4, above δ, and 7.48999986482254e-18 at ε₊ =
+    6.049076814613157e-4, below it, so the true ε lies in (ε₋, ε₊]; δ_add at ε₊ is
+    1.7546591410686e-18. The returned ε must be at least ε₊ (sound) and is within 1e-8 of
+    ε₋ (measured 2.0e-9 above ε₋, 5.0e-10 above ε₊); δ(ε₊) of each direction is at least the
+    reference's (measured 1 + 4.4e-8 and 1.10 times it; the add bound, loose, 1.22 times at
+    XLA's default optimisation level)."""
+    q, s, steps, target = 0.00753, 155.0, 3, 7.49e-18
+    eps_low, eps_high = 6.049076805539542e-4, 6.049076814613157e-4
+    res = profile.epsilon(q, s, steps, target)
+    assert int(res.status) == profile.PROFILE_OK
+    assert eps_high <= float(res.epsilon) <= eps_low * (1 + 1e-8)
+    d = profile.delta(q, s, steps, eps_high)
+    rem, add = 7.48999986482254e-18, 1.7546591410686e-18
+    assert rem <= float(d.delta_remove) <= rem * (1 + 2e-7)
+    assert add <= float(d.delta_add) <= 1.3 * add
+
+
 def test_line_on_a_cut_window_brackets_the_one_step_closed_form():
     """One step at large σ and tiny δ, where the remove saddle's window is cut short of the
     far mode (``far_part``): the line's bounded δ of both directions (the first three steps
