@@ -173,29 +173,28 @@ def pytest_xdist_auto_num_workers(config):
 
 
 #: Test files by their share of a parallel run, longest first (worker seconds in a fresh
-#: clone's run with ``--durations=0``, 2 vCPU AMD EPYC, 2026-11-28): a parallel run hands
+#: clone's run with ``--durations=0``, 2 vCPU AMD EPYC, 2026-12-02): a parallel run hands
 #: out whole files in this order (``--no-loadscope-reorder`` in ``pyproject.toml``), so the
 #: longest start first and the short ones fill the end. By xdist's default order, most
-#: tests first, the single test of 197 s, the three of 125 s and the seven of 440 s started
-#: last (the run's last 4% of tests took 7 minutes). Files not listed follow, in collection
-#: order.
+#: tests first, the longest files started last (once, the run's last 4% of tests took 7
+#: minutes). Files not listed follow, in collection order.
 _LONGEST_FIRST = (
-    "test_profile.py",  # 903 s
-    "test_kernels.py",  # 895
-    "test_notebooks.py",  # 461
-    "test_profile_calibration.py",  # 440
-    "test_conversions.py",  # 327
-    "test_profile_properties.py",  # 324
-    "test_cli.py",  # 251
-    "test_sweep.py",  # 245
-    "test_xla_optimisation.py",  # 197
-    "test_wor.py",  # 162
-    "test_split_chernoff.py",  # 167 (alone)
-    "test_profile_two_steps.py",  # 125
-    "test_domain_edges.py",  # 116
-    "test_profile_reference.py",  # 92
-    "test_accountant.py",  # 60
-    "test_precision.py",  # 59
+    "test_profile.py",  # 466 s
+    "test_kernels.py",  # 464
+    "test_notebooks.py",  # 284
+    "test_profile_calibration.py",  # 210
+    "test_profile_properties.py",  # 178
+    "test_sweep.py",  # 127
+    "test_conversions.py",  # 118
+    "test_profile_two_steps.py",  # 115
+    "test_cli.py",  # 94
+    "test_xla_optimisation.py",  # 88
+    "test_split_chernoff.py",  # 86
+    "test_wor.py",  # 81
+    "test_domain_edges.py",  # 69
+    "test_precision.py",  # 46
+    "test_accountant.py",  # 39
+    "test_profile_reference.py",  # 28
 )
 
 

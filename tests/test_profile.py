@@ -3,6 +3,7 @@
 import warnings
 
 import jax
+import jax.numpy as jnp
 import mpmath as mp
 import numpy as np
 import pytest
@@ -727,15 +728,18 @@ def test_split_bounds_where_the_tv_term_underflows():
 @pytest.mark.slow
 def test_epsilon_chunk_does_not_depend_on_the_batch():
     """The first tier's ε of the two runs in a batch of two (where XLA's fusion turned the
-    add line's u = 0 envelope into NaN, and so ε) equals their ε in a batch of eight."""
+    add line's u = 0 envelope into NaN, and so ε) equals their ε in a batch of 64 (the
+    escalation's first chunk, a program the module's other tests compile too)."""
     with jax.enable_x64(True):
         log_delta, rdp = np.log(np.full(2, 1e-5)), np.array([1.39, 3.0])
         two = profile._epsilon_chunk(*_FEW_SAMPLED, log_delta, rdp, *profile.TIERS[0])[0]
-        pick = np.array([0, 1, 1, 1, 1, 1, 1, 0])
-        eight = profile._epsilon_chunk(*(v[pick] for v in _FEW_SAMPLED), log_delta[pick],
-                                       rdp[pick], *profile.TIERS[0])[0]
+        pick = np.array([0] + [1] * 62 + [0])
+        assert pick.size == profile._chunk_size(1, (sum(profile.TIERS[0]) * 128))
+        # the static arguments as the escalation passes them (its compiled program)
+        many = profile._epsilon_chunk(*(v[pick] for v in _FEW_SAMPLED), log_delta[pick],
+                                      rdp[pick], *profile.TIERS[0], 1.0, False)[0]
     assert np.all(np.isfinite(two))
-    np.testing.assert_allclose(np.asarray(two), np.asarray(eight)[:2], rtol=1e-12)
+    np.testing.assert_allclose(np.asarray(two), np.asarray(many)[[0, 1]], rtol=1e-12)
 
 
 @pytest.mark.slow
@@ -743,35 +747,40 @@ def test_a_direction_that_cannot_bind_reaches_neither_value_nor_gradient(monkeyp
     """Beyond the add direction's largest loss its line is never looked at, whatever it holds:
     with every field of the add line NaN but its moments (XLA's fusion once left one of them
     NaN), ε and δ of the two few-sampled runs and their derivatives in q and σ are finite and
-    those of the intact line."""
+    those of the intact line. The NaNs are switched on by an argument of the compiled
+    program, so that the intact and the broken line run one program per function."""
     nan_fields = [f for f in profile._LOG_DELTA_FIELDS if f != "log_mt"]
     real_line = profile._line
+    switch = {}  # the traced "broken" flag of the program being traced
 
     def nan_add_line(*args, **kwargs):
         line = real_line(*args, **kwargs)
-        return line._replace(**{f: getattr(line, f).at[1].set(np.nan) for f in nan_fields})
+        broken = switch["broken"]
+        return line._replace(**{f: jnp.where(broken, getattr(line, f).at[1].set(np.nan),
+                                             getattr(line, f)) for f in nan_fields})
 
-    def evaluate(line_fn):
-        monkeypatch.setattr(profile, "_line", line_fn)
-        t = _FEW_SAMPLED[2]
-        eps = lambda q, s: profile._epsilon_chunk.__wrapped__(  # noqa: E731
-            q, s, t, np.log(np.full(2, 1e-5)), np.array([1.39, 3.0]), *profile.TIERS[0])[0]
-        log_delta = lambda q, s: profile._delta_chunk.__wrapped__(  # noqa: E731
-            q, s, t, np.array([1.0, 0.5]), *profile.TIERS[0])[0]
-        out = []
-        for fn in (eps, log_delta):  # a fresh function each time: a trace of its own
-            total = lambda q, s, fn=fn: (fn(q, s).sum(), fn(q, s))  # noqa: E731
-            (_, value), grads = jax.jit(jax.value_and_grad(total, (0, 1), has_aux=True))(
-                *_FEW_SAMPLED[:2])
-            out += [np.asarray(value), *(np.asarray(g).ravel() for g in grads)]
-        return out
-
+    monkeypatch.setattr(profile, "_line", nan_add_line)
+    t = _FEW_SAMPLED[2]
+    eps = lambda q, s: profile._epsilon_chunk.__wrapped__(  # noqa: E731
+        q, s, t, np.log(np.full(2, 1e-5)), np.array([1.39, 3.0]), *profile.TIERS[0])[0]
+    log_delta = lambda q, s: profile._delta_chunk.__wrapped__(  # noqa: E731
+        q, s, t, np.array([1.0, 0.5]), *profile.TIERS[0])[0]
+    intact, broken = [], []
     with jax.enable_x64(True):
-        intact = evaluate(real_line)
-        broken = evaluate(nan_add_line)
+        for fn in (eps, log_delta):
+            def total(q, s, nan, fn=fn):
+                switch["broken"] = nan
+                value = fn(q, s)
+                return value.sum(), value
+
+            program = jax.jit(jax.value_and_grad(total, (0, 1), has_aux=True))
+            for out, nan in ((intact, np.False_), (broken, np.True_)):
+                (_, value), grads = program(*_FEW_SAMPLED[:2], nan)
+                out += [np.asarray(value), *(np.asarray(g).ravel() for g in grads)]
+            assert program._cache_size() == 1
     for x, y in zip(intact, broken):
         assert np.all(np.isfinite(x)) and np.all(np.isfinite(y))
-        np.testing.assert_allclose(y, x, rtol=1e-12)  # measured 1.6e-13 (another program)
+        np.testing.assert_allclose(y, x, rtol=1e-12)
 
 
 def test_escalation_replaces_a_step_without_a_result():
