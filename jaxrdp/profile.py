@@ -1255,14 +1255,14 @@ def _closed_form_only(q, sigma, steps, dtype) -> bool:
 
     Such a call needs no line program (a sampled step is exact in closed form; a run with
     nothing sampled is exact from the RDP companion): under ``jax.jit`` the ε of one step
-    and its derivatives then compile without the line (one run, jitted value and gradient:
-    the line's program took 33 s of the 44 s on a 2 vCPU CPU).
+    and its derivatives then trace without the line (one run, value and gradient: 9 901
+    lines of jaxpr against 17 657).
     """
     if not _validate.is_concrete(steps) or np.dtype(dtype) != np.float64:
         return False
     full = np.broadcast_shapes(np.shape(q), np.shape(sigma), np.shape(steps))
-    counts = np.broadcast_to(np.asarray(steps, np.float64), full)
-    return bool(np.all(np.sum(counts, axis=-1) <= 1)) if counts.ndim else bool(counts <= 1)
+    counts = np.atleast_1d(np.broadcast_to(np.asarray(steps, np.float64), full))
+    return bool(np.all(np.sum(counts, axis=-1) <= 1))
 
 
 def _evaluate_rest(fn, args, merge, tier, concrete, skip, fill, closed_only=False):

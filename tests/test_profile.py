@@ -734,7 +734,7 @@ def test_epsilon_chunk_does_not_depend_on_the_batch():
         log_delta, rdp = np.log(np.full(2, 1e-5)), np.array([1.39, 3.0])
         two = profile._epsilon_chunk(*_FEW_SAMPLED, log_delta, rdp, *profile.TIERS[0])[0]
         pick = np.array([0] + [1] * 62 + [0])
-        assert pick.size == profile._chunk_size(1, (sum(profile.TIERS[0]) * 128))
+        assert pick.size == profile._chunk_size(1, sum(profile.TIERS[0]) * 128)
         # the static arguments as the escalation passes them (its compiled program)
         many = profile._epsilon_chunk(*(v[pick] for v in _FEW_SAMPLED), log_delta[pick],
                                       rdp[pick], *profile.TIERS[0], 1.0, False)[0]
