@@ -89,6 +89,21 @@ the RDP δ (few sampled steps in the far tail: the loss is then nearly compound-
 |M(c+iu)|^T decays slowly along the line) the RDP bound of :mod:`jaxrdp.conversions` (sound)
 is returned instead; per-element ``status`` says which.
 
+The runs the whole escalation leaves above the tolerance but with a bound of at most 1e-3
+take one more step, on :data:`TIERS` ``[4]`` (twice the x-nodes and the line nodes of the
+biggest tier, on Re z = c; ``_LONG_LINE``). Near the tolerance what holds them back is, in
+about equal parts, the x-rule's error far along the line (nodes whose moment is less certain
+than the envelope are dropped: measured q = 0.000591, σ = 7.62, T = 100: the moments' term
+2.4e-3 of δ with 1 025 x-nodes, 1.4e-10 with 2 049) and the truncation bound at H (q = 5.09e-4,
+σ = 0.39, T = 10⁴: 1.6e-4 at H = 50, 2.9e-9 at H = 92; the integrand there is below 1e-15 of its
+peak, but the bound beyond H, from the split points and the check points, is far looser).
+Both halves are needed: on the 29 runs of ``benchmarks/bench_profile.py``'s first 1 024 that
+the escalation left loose, (2 049, 2 048) settled 9, (1 025, 4 096) and (2 049, 1 024) none,
+(2 049, 8 192) 10 at 3.4 times the cost (34 against 117 ms per run on a 2 vCPU CPU); runs
+with a bound above 1e-3 were settled in 1 of 15, hence the gate. Runs whose bound is above
+it (the few-sampled far tail, where |M(c+iu)|^T truly stays near its peak for thousands of
+units of u) are left as they were.
+
 Runs of a single sampled step (T = 1 in all, any q and σ; float64) take the closed form of
 :mod:`jaxrdp._one_step` instead: no composition smooths their loss, and the line integral
 never reached :data:`TOLERANCE` on them (measured: none of 291 non-trivial random runs across
@@ -193,7 +208,7 @@ RDP_FALLBACK = 2
 #: relative error bound below which a value is :data:`PROFILE_OK` (and escalation stops).
 TOLERANCE = 1e-6
 #: (x-nodes of the complex moments, nodes on the half-line of the inverse Laplace integral).
-TIERS = ((129, 48), (257, 128), (513, 256), (1025, 1024))
+TIERS = ((129, 48), (257, 128), (513, 256), (1025, 1024), (2049, 2048))
 
 
 class _Step(NamedTuple):
@@ -201,7 +216,8 @@ class _Step(NamedTuple):
 
     ``defer_above``: runs whose relative error bound exceeds it take the step after the last
     one instead (if still unsettled); ``narrow``: the line's strip candidates include
-    :data:`_NARROW_STRIP`.
+    :data:`_NARROW_STRIP`; ``skip_above``: runs whose bound exceeds it (or is NaN) skip the
+    step.
     """
 
     nx: int
@@ -209,6 +225,7 @@ class _Step(NamedTuple):
     c_scale: float = 1.0
     defer_above: float | None = None
     narrow: bool = False
+    skip_above: float | None = None
 
 
 #: The order of escalation (:class:`_Step`, a tier on the line Re z = c_scale·c): the
@@ -237,6 +254,9 @@ class _Step(NamedTuple):
 _ESCALATION = (_Step(*TIERS[0]), _Step(*TIERS[1], defer_above=0.1), _Step(*TIERS[2], 0.5),
                _Step(*TIERS[3], 0.5, narrow=True), _Step(*TIERS[3], 0.25, narrow=True),
                _Step(*TIERS[3], 1.0, narrow=True))
+#: after the escalation, for the runs it leaves within 1e-3 (``skip_above``; see the module
+#: docstring): the long line of TIERS[4]
+_LONG_LINE = (_Step(*TIERS[4], narrow=True, skip_above=1e-3),)
 _FEW_RUNS, _FEW_RUNS_STEP = 8, 2  # escalation of calls with ≤ 8 runs starts at its third step
 # (TIERS[2] on Re z = c/2: alone on the 512 runs above, 448 settled there against 421 on c)
 _E = 60.0  # target exponent for the discretisation error (e^-60)
@@ -953,6 +973,8 @@ def _escalate(fn, args, merge, steps):
     while queue:
         step, runs = queue.popleft()
         todo = ~(out[-1] <= TOLERANCE) & runs
+        if step.skip_above is not None:
+            todo &= out[-1] <= step.skip_above
         if step.defer_above is not None and queue:  # deferred behind every step still queued
             later = todo & (out[-1] > step.defer_above)
             queue.append((step._replace(defer_above=None), later))
@@ -1030,7 +1052,8 @@ def _evaluate(fn, args, merge, tier, concrete: bool):
     # the skipped cheap steps come last: where the others leave a run unsettled, the line
     # Re z = c of the small tiers can still hold a better bound (q = 0.0028, σ = 0.76,
     # T = 4: RDP's 1.39 without them, 1.15 with TIERS[1])
-    tiers = _ESCALATION[first:] + _ESCALATION[:first] if tier is None else (TIERS[tier],)
+    tiers = (_ESCALATION[first:] + _ESCALATION[:first] + _LONG_LINE if tier is None
+             else (TIERS[tier],))
     return _escalate(fn, [np.asarray(a) for a in args], merge, tiers)
 
 

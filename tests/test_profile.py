@@ -102,6 +102,26 @@ def test_escalation_defers_a_step_for_runs_far_above_the_tolerance():
     np.testing.assert_array_equal(rel, [1e-7, 1e-3, 1e-8, 1e-7])
 
 
+def test_escalation_skips_a_step_for_runs_above_its_gate():
+    """A step with ``skip_above`` runs only on the unsettled runs whose bound is at most it
+    (the long lines of :data:`jaxrdp.profile.TIERS` ``[4:]``: the runs near the tolerance),
+    and never on a run whose bound is NaN; the smaller result is kept."""
+    calls = []
+    table = {1: ([5.0, 5.0, 5.0, 5.0], [1e-3, 0.5, np.nan, 1e-7]),
+             2: ([4.0, 4.0, 4.0, 4.0], [1e-8, 1e-8, 1e-8, 1e-8])}
+
+    def fn(run, nx, nu, c_scale, narrow):
+        idx = np.asarray(run)[:, 0].astype(int)
+        calls.append((nx, sorted(set(idx.tolist()))))
+        return tuple(np.asarray(v)[idx] for v in table[nx])
+
+    steps = (profile._Step(1, 1), profile._Step(2, 2, skip_above=1e-2))
+    value, rel = profile._escalate(fn, [np.arange(4.0)[:, None]], profile._merge_epsilon, steps)
+    assert calls == [(1, [0, 1, 2, 3]), (2, [0])]
+    np.testing.assert_array_equal(value, [4.0, 5.0, 5.0, 5.0])
+    np.testing.assert_array_equal(rel[[0, 1, 3]], [1e-8, 0.5, 1e-7])
+
+
 def test_lines_of_one_tier_share_one_compiled_program():
     """The line Re z = c_scale·c is an argument of the cores, not a static one: the
     escalation's lines c, c/2 and c/4 on one tier compile once (a first call that reaches
@@ -594,6 +614,24 @@ def test_few_sampled_far_tail_is_settled_by_the_narrow_strips():
     assert int(res.status) == profile.PROFILE_OK
     assert exact <= float(res.delta) <= exact * (1 + 5e-9)
     assert float(res.delta) < 1e-3 * float(res.delta_rdp)
+
+
+def test_three_steps_near_the_tolerance_are_settled_by_the_long_line(monkeypatch):
+    """q = 0.1, σ = 1, T = 3, ε = 1: every line of TIERS[3] left δ 3.8e-6 above the
+    nested-quadrature reference row (bound 3.8e-6, PROFILE_LOOSE); the long line of TIERS[4]
+    (twice the x-nodes and the line nodes) settles it (measured 2.4e-7 above it, bound
+    2.4e-7). Without that step the same call is PROFILE_LOOSE again."""
+    (row,) = [r for r in _rows() if (r["q"], r["sigma"], r["steps"], r["epsilon"])
+              == ("0.1", "1.0", "3", "1.0")]
+    q, s, t, e = (float(row[k]) for k in ("q", "sigma", "steps", "epsilon"))
+    exact = float(row["delta"])
+    res = profile.delta(q, s, t, e)
+    assert int(res.status) == profile.PROFILE_OK
+    assert exact <= float(res.delta) <= exact * (1 + 5e-7)
+    monkeypatch.setattr(profile, "_LONG_LINE", ())
+    old = profile.delta(q, s, t, e)
+    assert int(old.status) == profile.PROFILE_LOOSE
+    assert float(old.delta) > exact * (1 + 1e-6)
 
 
 def test_issue_example_bracketed_by_pld():
