@@ -104,7 +104,7 @@ def test_escalation_defers_a_step_for_runs_far_above_the_tolerance():
 
 def test_escalation_skips_a_step_for_runs_above_its_gate():
     """A step with ``skip_above`` runs only on the unsettled runs whose bound is at most it
-    (the long lines of :data:`jaxrdp.profile.TIERS` ``[4:]``: the runs near the tolerance),
+    (the long line of :data:`jaxrdp.profile.TIERS` ``[4]``: the runs near the tolerance),
     and never on a run whose bound is NaN; the smaller result is kept."""
     calls = []
     table = {1: ([5.0, 5.0, 5.0, 5.0], [1e-3, 0.5, np.nan, 1e-7]),
