@@ -267,6 +267,12 @@ _TAIL_RATIO, _TAIL_PIECES = 1.12, 48  # pieces of the truncation bound: H to 230
 #: 16 and ε moves in 4 runs of 1 536, by at most 2.9e-8 (up), for 7% less time per run (the
 #: check points are not equispaced, so each costs a complex exponential per x-node).
 _CHECK_PIECES = 8
+#: Steps of at least this many x-nodes (:data:`TIERS` ``[4]``, the long line) also bound the
+#: truncated line by :data:`_DENSE_CHECKS` equispaced check points on [H, 2.5·H], computed by
+#: a 4 times finer x-rule (:func:`_log_dense_tail`)
+_DENSE_CHECK_NX = 2049
+_DENSE_CHECKS, _DENSE_CHECK_END, _DENSE_CHECK_REFINE = 384, 2.5, 4
+_DENSE_CHECK_GROUP = 32  # check points per group (memory)
 #: largest bound η on the x-rule's relative error in M(c) at which a line is used (see
 #: :func:`_stats`); resolved rules are near 1e-13
 _MAX_ETA = 1e-6
@@ -559,7 +565,48 @@ def _line(q, s, t, c, eps, nx, nu, narrow=False):
                       1.0)
     line = line._replace(check=sg(jnp.minimum(check, 1.0)))
     sgl = jax.tree_util.tree_map(sg, line)
-    return line._replace(log_env=_log_envelope(sgl, sgl.u), log_tail=_log_tail(sgl))
+    log_tail = _log_tail(sgl)
+    if nx >= _DENSE_CHECK_NX:
+        log_tail = jnp.minimum(log_tail, _log_dense_tail(sgl, qs, ss, c, kap_low, nx))
+    return line._replace(log_env=_log_envelope(sgl, sgl.u), log_tail=log_tail)
+
+
+def _log_dense_tail(line: _Line, q, s, c, kap_low, nx: int):
+    """log of ∫_H^∞ (bound of |M|^T/M(c)^T)(u) du/u² from dense check points, ``(2, n)``.
+
+    On [H, R·H] (R = :data:`_DENSE_CHECK_END`) the bound is |M_i| computed at
+    :data:`_DENSE_CHECKS` equispaced points u_k by an x-rule of
+    :data:`_DENSE_CHECK_REFINE` times ``nx`` intervals (which resolves e^{iuℓ} that much further
+    along the line), times (1 + η_k), over M_i(c) from below; between two points each u is
+    within half the spacing of one, and |φ(u) − φ(u')| ≤ |u − u'|·√(2α_i) (as in
+    :func:`_log_pieces`). Beyond R·H, :func:`_log_pieces`. Where few steps are sampled the
+    geometric check points of :func:`_line` are too far apart for that Lipschitz term (a
+    piece at H is 0.12·H wide) and the coarse rule stops resolving M just beyond H, so the
+    bound there is the split bound's floor, (near mass)^T, while the integrand has fallen
+    far below it (measured in ``benchmarks/README.md``).
+    """
+    d = _DIRS.reshape(2, 1, 1)
+    nxf = _DENSE_CHECK_REFINE * (nx - 1) + 1
+    terms = cm.line_terms(q[None], s[None], c[..., None], d, nxf)
+    limit = cm.aliasing_limit(q[None], s[None], c[..., None], d, nxf, terms)
+    big_h = line.h * line.u.shape[-1]
+    frac = jnp.asarray(np.linspace(1.0, _DENSE_CHECK_END, _DENSE_CHECKS), big_h.dtype)
+    uc = big_h[..., None] * frac  # (2, n, K)
+    # in groups of points, one after another (all at once: K·nxf complex terms per run)
+    groups = uc.reshape(uc.shape[:2] + (-1, _DENSE_CHECK_GROUP)).transpose(2, 0, 1, 3)
+    log_mc, eta = jax.lax.map(
+        lambda ug: cm.log_moment_line(q[None], s[None], c[..., None], d, ug[:, :, None, :], nxf,
+                                      limit, terms), groups)
+    log_mc, eta = (jnp.moveaxis(v, 0, -2).reshape(v.shape[1:-1] + (-1,)) for v in (log_mc, eta))
+    check = jnp.where(eta < 1.0, jnp.exp(jnp.real(log_mc) - kap_low[..., None]) * (1.0 + eta), 1.0)
+    spacing = big_h * (_DENSE_CHECK_END - 1.0) / (_DENSE_CHECKS - 1)
+    near = (jnp.maximum(check[..., :-1], check[..., 1:])
+            + jnp.sqrt(2.0 * line.alpha)[..., None] * 0.5 * spacing[..., None, None])
+    log_b = jnp.log(jnp.clip(near, 1e-300, 1.0))  # (2, n, S, K − 1)
+    log_pieces = (jnp.sum(line.t[..., None] * log_b, axis=2)
+                  + jnp.log(1.0 / uc[..., :-1] - 1.0 / uc[..., 1:]))
+    rest = _log_pieces(line, big_h * _DENSE_CHECK_END)
+    return jnp.logaddexp(jax.scipy.special.logsumexp(log_pieces, axis=-1), rest)
 
 
 def _quartic(a, g, u):
