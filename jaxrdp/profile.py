@@ -274,7 +274,7 @@ _CHECK_PIECES = 8
 #: Steps of at least this many x-nodes (:data:`TIERS` ``[4]``, the long line) also bound the
 #: truncated line by :data:`_DENSE_CHECKS` equispaced check points on [H, 2.5·H], computed by
 #: a 4 times finer x-rule (:func:`_log_dense_tail`)
-_DENSE_CHECK_NX = 2049
+_DENSE_CHECK_NX = TIERS[4][0]
 _DENSE_CHECKS, _DENSE_CHECK_END, _DENSE_CHECK_REFINE = 384, 2.5, 4
 _DENSE_CHECK_GROUP = 32  # check points per group (memory)
 #: largest bound η on the x-rule's relative error in M(c) at which a line is used (see
@@ -565,14 +565,19 @@ def _line(q, s, t, c, eps, nx, nu, narrow=False):
                                        limit, sterms)
     # over M_i(c) from below: M_i(c) ≥ computed/(1 + η_i)
     kap_low = kap_seg - jnp.log1p(jnp.exp(log_eta))
-    check = jnp.where(eta_c < 1.0, jnp.exp(jnp.real(log_mc) - kap_low[..., None]) * (1.0 + eta_c),
-                      1.0)
+    check = _check_bound(log_mc, eta_c, kap_low)
     line = line._replace(check=sg(jnp.minimum(check, 1.0)))
     sgl = jax.tree_util.tree_map(sg, line)
     log_tail = _log_tail(sgl)
     if nx >= _DENSE_CHECK_NX:
         log_tail = jnp.minimum(log_tail, _log_dense_tail(sgl, qs, ss, c, kap_low, nx))
     return line._replace(log_env=_log_envelope(sgl, sgl.u), log_tail=log_tail)
+
+
+def _check_bound(log_m, eta, kap_low):
+    """Bound on |M_i(c+iu)|/M_i(c) from a computed log M_i ``(..., P)`` with relative error
+    bound η: |computed|·(1 + η) over M_i(c) ≥ e^{kap_low}; 1 where η ≥ 1 (nothing known)."""
+    return jnp.where(eta < 1.0, jnp.exp(jnp.real(log_m) - kap_low[..., None]) * (1.0 + eta), 1.0)
 
 
 def _log_dense_tail(line: _Line, q, s, c, kap_low, nx: int):
@@ -602,7 +607,7 @@ def _log_dense_tail(line: _Line, q, s, c, kap_low, nx: int):
         lambda ug: cm.log_moment_line(q[None], s[None], c[..., None], d, ug[:, :, None, :], nxf,
                                       limit, terms), groups)
     log_mc, eta = (jnp.moveaxis(v, 0, -2).reshape(v.shape[1:-1] + (-1,)) for v in (log_mc, eta))
-    check = jnp.where(eta < 1.0, jnp.exp(jnp.real(log_mc) - kap_low[..., None]) * (1.0 + eta), 1.0)
+    check = _check_bound(log_mc, eta, kap_low)
     spacing = big_h * (_DENSE_CHECK_END - 1.0) / (_DENSE_CHECKS - 1)
     near = (jnp.maximum(check[..., :-1], check[..., 1:])
             + jnp.sqrt(2.0 * line.alpha)[..., None] * 0.5 * spacing[..., None, None])
