@@ -470,15 +470,23 @@ def _line_sums(ell, mag, d, u):
     return re + 1j * im, depth
 
 
-def _phase_run(phi, count: int):
-    """(cos, sin) of kφ for k < count: ``(..., m)`` → ``(..., count, m)``."""
-    angle = jnp.arange(count, dtype=jnp.result_type(phi))[:, None] * phi[..., None, :]
+def _phase_run(phi, count: int, first: int = 0):
+    """(cos, sin) of kφ for first ≤ k < first + count: ``(..., m)`` → ``(..., count, m)``."""
+    angle = (first + jnp.arange(count, dtype=jnp.result_type(phi)))[:, None] * phi[..., None, :]
     # computed once: XLA would otherwise recompute them inside each product that uses them
     return jax.lax.optimization_barrier(_logmath.cos_sin(angle))
 
 
-def block_phases(phi, n: int):
+def block_size(n: int) -> int:
+    """The block b of :func:`block_phases` for n points: a power of two near √n."""
+    return 1 << max(0, (int(n - 1).bit_length() + 1) // 2)
+
+
+def block_phases(phi, n: int, first_row: int = 0):
     """e^{ikφ}, k = bm + j < n, as factors e^{ibmφ} ``(..., R, m)`` and e^{ijφ} ``(..., b, m)``.
+
+    With ``first_row`` = r (static) the rows are those of m = r, …, r + R − 1: the points
+    k = b·r + bm + j, each phase still the product of e^{i(r+m)·bφ} and e^{ijφ}.
 
     ``phi``: ``(..., m)``. b ≈ √n is a power of two and R = ⌈n/b⌉ (padded to a power of two),
     each factor from cos/sin directly (:func:`jaxrdp._logmath.cos_sin`, 2.5× faster than
@@ -488,9 +496,9 @@ def block_phases(phi, n: int):
     carries the rounding of its factors' angles (eps·|kφ| in all) and of one complex product
     (measured against mpmath: below 0.5·eps·(16 + |kφ|)).
     """
-    b = 1 << max(0, (int(n - 1).bit_length() + 1) // 2)
+    b = block_size(n)
     rows = 1 << max(0, int(-(-n // b) - 1).bit_length())
-    return _phase_run(b * phi, rows), _phase_run(phi, b)
+    return _phase_run(b * phi, rows, first_row), _phase_run(phi, b)
 
 
 def equispaced_phases(phi, n: int):
@@ -500,8 +508,8 @@ def equispaced_phases(phi, n: int):
     return out.reshape(out.shape[:-2] + (-1,))[..., :n]
 
 
-def _uniform_line_sums(ell, mag, d, h, n: int):
-    """The sums of :func:`_line_sums` at u_k = k·h, k < n, by blocks: (b·m + j)·h.
+def _uniform_line_sums(ell, mag, d, h, n: int, first: int = 0):
+    """The sums of :func:`_line_sums` at u_k = (first + k)·h, k < n, by blocks: (b·m + j)·h.
 
     e^{i(bm + j)hθ} = e^{ibmhθ}·e^{ijhθ}, so the sum over the x-nodes is a matrix product
     of an ``(n/b, nx)`` and an ``(nx, b)`` matrix (one per batch element and parity of the
@@ -512,7 +520,10 @@ def _uniform_line_sums(ell, mag, d, h, n: int):
     ``_PIECE − 1`` roundings per term) and the pieces are summed by
     :func:`jaxrdp._logmath.tree_sum`; the sums come with the count of both (static).
     """
-    (oc, os_), (ic, is_) = block_phases(h[..., None] * d[..., None] * ell, n)  # (..., R|b, nx)
+    b = block_size(n)
+    if first % b:
+        raise ValueError(f"first point {first} is not a multiple of the block {b} of {n} points")
+    (oc, os_), (ic, is_) = block_phases(h[..., None] * d[..., None] * ell, n, first // b)
     rows, b = oc.shape[-2], ic.shape[-2]
     left = jnp.concatenate([mag[..., None, :] * oc, mag[..., None, :] * os_], -2)  # (..., 2R, nx)
     right = jnp.concatenate([ic, is_], -2)  # (..., 2b, nx)
@@ -753,8 +764,8 @@ def log_moment_line(q, sigma, c, d, u, nx: int, limit=None, terms: Terms | None 
 
 
 def log_moment_uniform_line(q, sigma, c, d, h, n: int, nx: int, limit=None,
-                            terms: Terms | None = None):
-    """:func:`log_moment_line` at the equispaced points u_k = k·h, k < n, by blocks.
+                            terms: Terms | None = None, first: int = 0):
+    """:func:`log_moment_line` at the equispaced points u_k = (first + k)·h, k < n, by blocks.
 
     Args:
       q, sigma, c, d, h: broadcastable to a batch shape ``B`` (h > 0, the step on the line).
@@ -762,9 +773,14 @@ def log_moment_uniform_line(q, sigma, c, d, h, n: int, nx: int, limit=None,
       nx: number of x-nodes (static).
       limit: ``B``, :func:`aliasing_limit` of the same arguments (computed if None).
       terms: the :func:`line_terms` of the same arguments (computed if None).
+      first: index of the first point (static), a multiple of :func:`block_size` ``(n)``:
+        the points then share the phases' rounding bound of k < first + n.
 
     Returns:
-      ``(log_m, eta)`` of shape ``B + (n,)``, as :func:`log_moment_line` at u = k·h.
+      ``(log_m, eta)`` of shape ``B + (n,)``, as :func:`log_moment_line` at u = (first + k)·h.
+
+    Raises:
+      ValueError: ``first`` is not a multiple of the block.
     """
     if terms is None:
         terms = line_terms(q, sigma, c, d, nx)
@@ -772,6 +788,6 @@ def log_moment_uniform_line(q, sigma, c, d, h, n: int, nx: int, limit=None,
         limit = aliasing_limit(q, sigma, c, d, nx, terms)
     q, sigma, c, d, h = (jnp.broadcast_to(v, terms.hx.shape) for v in (q, sigma, c, d, h))
     m, mag = _scaled(terms.ga)
-    fine, roundings = _uniform_line_sums(terms.ell, mag, d, h, n)
-    u = h[..., None] * jnp.arange(n, dtype=terms.ell.dtype)
+    fine, roundings = _uniform_line_sums(terms.ell, mag, d, h, n, first)
+    u = h[..., None] * (first + jnp.arange(n, dtype=terms.ell.dtype))
     return _finish(fine, terms, m, mag, q, sigma, c, d, u, limit, roundings)

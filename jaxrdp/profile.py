@@ -102,11 +102,14 @@ the escalation left loose, (2 049, 2 048) settled 9, (1 025, 4 096) and (2 049, 
 (2 049, 8 192) 10 at 3.4 times the cost (34 against 117 ms per run on a 2 vCPU CPU); runs
 with a bound above 1e-3 were settled in 1 of 15, hence the gate. Runs whose bound is above
 it (the few-sampled far tail, where |M(c+iu)|^T truly stays near its peak for thousands of
-units of u) are left as they were. That step's truncation is also bounded from 384 dense
-check points on [H, 2.5·H] (:func:`_log_dense_tail`): there the split bound sat at its floor,
+units of u) are left as they were. That step's truncation is also bounded from 512 dense
+check points on [H, 3·H] (:func:`_log_dense_tail`): there the split bound sat at its floor,
 (near mass)^T, long after the integrand had fallen (q = 0.009123, σ = 0.6106, T = 242: bound
-−14.4 in log, truth −114.3, now −72.7); on 2 048 runs of ``benchmarks/bench_profile.py``
-``PROFILE_OK`` went from 2 014 to 2 023, at the same time per run.
+−14.4 in log, truth −114.3, now −74.6); on 2 048 runs of ``benchmarks/bench_profile.py``
+``PROFILE_OK`` went from 2 014 to 2 023. The points are equispaced multiples k·H/256 of one
+step, so their moments come by blocks, as the line's (one matrix product instead of a complex
+exponential per point and x-node): the long line's step costs 44 ms per run against 93, and
+where the fine rule stops resolving M a piece keeps the envelope's bound.
 
 Runs of a single sampled step (T = 1 in all, any q and σ; float64) take the closed form of
 :mod:`jaxrdp._one_step` instead: no composition smooths their loss, and the line integral
@@ -272,11 +275,11 @@ _TAIL_RATIO, _TAIL_PIECES = 1.12, 48  # pieces of the truncation bound: H to 230
 #: check points are not equispaced, so each costs a complex exponential per x-node).
 _CHECK_PIECES = 8
 #: Steps of at least this many x-nodes (:data:`TIERS` ``[4]``, the long line) also bound the
-#: truncated line by :data:`_DENSE_CHECKS` equispaced check points on [H, 2.5·H], computed by
-#: a 4 times finer x-rule (:func:`_log_dense_tail`)
+#: truncated line by :data:`_DENSE_CHECKS` equispaced check points u_k = k·H/F from H on
+#: (F = :data:`_DENSE_CHECK_FIRST`: to 3·H), computed by a 4 times finer x-rule
+#: (:func:`_log_dense_tail`)
 _DENSE_CHECK_NX = TIERS[4][0]
-_DENSE_CHECKS, _DENSE_CHECK_END, _DENSE_CHECK_REFINE = 384, 2.5, 4
-_DENSE_CHECK_GROUP = 32  # check points per group (memory)
+_DENSE_CHECKS, _DENSE_CHECK_FIRST, _DENSE_CHECK_REFINE = 512, 256, 4
 #: largest bound η on the x-rule's relative error in M(c) at which a line is used (see
 #: :func:`_stats`); resolved rules are near 1e-13
 _MAX_ETA = 1e-6
@@ -583,38 +586,41 @@ def _check_bound(log_m, eta, kap_low):
 def _log_dense_tail(line: _Line, q, s, c, kap_low, nx: int):
     """log of ∫_H^∞ (bound of |M|^T/M(c)^T)(u) du/u² from dense check points, ``(2, n)``.
 
-    On [H, R·H] (R = :data:`_DENSE_CHECK_END`) the bound is |M_i| computed at
-    :data:`_DENSE_CHECKS` equispaced points u_k by an x-rule of
+    With Δ = H/F (F = :data:`_DENSE_CHECK_FIRST`), the bound on [H, u_last] is |M_i| computed
+    at the :data:`_DENSE_CHECKS` points u_k = k·Δ, F ≤ k < F + K, by an x-rule of
     :data:`_DENSE_CHECK_REFINE` times ``nx`` intervals (which resolves e^{iuℓ} that much further
-    along the line), times (1 + η_k), over M_i(c) from below; between two points each u is
-    within half the spacing of one, and |φ(u) − φ(u')| ≤ |u − u'|·√(2α_i) (as in
-    :func:`_log_pieces`). Beyond R·H, :func:`_log_pieces`. Where few steps are sampled the
-    geometric check points of :func:`_line` are too far apart for that Lipschitz term (a
-    piece at H is 0.12·H wide) and the coarse rule stops resolving M just beyond H, so the
-    bound there is the split bound's floor, (near mass)^T, while the integrand has fallen
-    far below it (measured in ``benchmarks/README.md``).
+    along the line; by blocks, :func:`jaxrdp._complex_moments.log_moment_uniform_line`), times
+    (1 + η_k), over M_i(c) from below; between two points each u is within half the spacing
+    of one, and |φ(u) − φ(u')| ≤ |u − u'|·√(2α_i) (as in :func:`_log_pieces`). Beyond u_last,
+    :func:`_log_pieces`. Where few steps are sampled the geometric check points of
+    :func:`_line` are too far apart for that Lipschitz term (a piece at H is 0.12·H wide) and
+    the coarse rule stops resolving M just beyond H, so the bound there is the split bound's
+    floor, (near mass)^T, while the integrand has fallen far below it (measured in
+    ``benchmarks/README.md``).
     """
     d = _DIRS.reshape(2, 1, 1)
     nxf = _DENSE_CHECK_REFINE * (nx - 1) + 1
     terms = cm.line_terms(q[None], s[None], c[..., None], d, nxf)
     limit = cm.aliasing_limit(q[None], s[None], c[..., None], d, nxf, terms)
     big_h = line.h * line.u.shape[-1]
-    frac = jnp.asarray(np.linspace(1.0, _DENSE_CHECK_END, _DENSE_CHECKS), big_h.dtype)
-    uc = big_h[..., None] * frac  # (2, n, K)
-    # in groups of points, one after another (all at once: K·nxf complex terms per run)
-    groups = uc.reshape(uc.shape[:2] + (-1, _DENSE_CHECK_GROUP)).transpose(2, 0, 1, 3)
-    log_mc, eta = jax.lax.map(
-        lambda ug: cm.log_moment_line(q[None], s[None], c[..., None], d, ug[:, :, None, :], nxf,
-                                      limit, terms), groups)
-    log_mc, eta = (jnp.moveaxis(v, 0, -2).reshape(v.shape[1:-1] + (-1,)) for v in (log_mc, eta))
-    check = _check_bound(log_mc, eta, kap_low)
-    spacing = big_h * (_DENSE_CHECK_END - 1.0) / (_DENSE_CHECKS - 1)
+    step = big_h / _DENSE_CHECK_FIRST
+    log_mc, eta = cm.log_moment_uniform_line(q[None], s[None], c[..., None], d, step[..., None],
+                                             _DENSE_CHECKS, nxf, limit, terms,
+                                             first=_DENSE_CHECK_FIRST)
+    check = _check_bound(log_mc, eta, kap_low)  # (2, n, S, K)
+    uc = step[..., None] * (_DENSE_CHECK_FIRST + jnp.arange(_DENSE_CHECKS, dtype=step.dtype))
+    # each u of [u_k, u_k+1] is within half their distance of a point (1e-9: the rounding of
+    # the u_k); the first piece starts at H, which may lie a rounding below u_F
+    half = 0.5 * (uc[..., 1:] - uc[..., :-1]) * (1.0 + 1e-9)
     near = (jnp.maximum(check[..., :-1], check[..., 1:])
-            + jnp.sqrt(2.0 * line.alpha)[..., None] * 0.5 * spacing[..., None, None])
+            + jnp.sqrt(2.0 * line.alpha)[..., None] * half[:, :, None, :])
+    lo = uc[..., :-1].at[..., 0].set(jnp.minimum(uc[..., 0], big_h))
+    # where the fine rule no longer resolves M (η ≥ 1, beyond its aliasing limit) a point
+    # bounds nothing: there the envelope's bound on the piece, as in _log_pieces
+    near = jnp.minimum(near, _piece_envelope(line, lo, uc[..., 1:]).swapaxes(-1, -2))
     log_b = jnp.log(jnp.clip(near, 1e-300, 1.0))  # (2, n, S, K − 1)
-    log_pieces = (jnp.sum(line.t[..., None] * log_b, axis=2)
-                  + jnp.log(1.0 / uc[..., :-1] - 1.0 / uc[..., 1:]))
-    rest = _log_pieces(line, big_h * _DENSE_CHECK_END)
+    log_pieces = jnp.sum(line.t[..., None] * log_b, axis=2) + jnp.log(1.0 / lo - 1.0 / uc[..., 1:])
+    rest = _log_pieces(line, uc[..., -1])
     return jnp.logaddexp(jax.scipy.special.logsumexp(log_pieces, axis=-1), rest)
 
 
@@ -678,6 +684,16 @@ def _log_split_tail(line: _Line, start):
     return jnp.minimum(jnp.min(log_int, axis=(-2, -1)), -log_x[..., 0, 0])
 
 
+def _piece_envelope(line: _Line, lo, hi):
+    """Bound on |M_i(c+iu)|/M_i(c) over each piece [lo, hi] ``(2, n, m)`` → ``(2, n, m, S)``:
+    the envelope of :func:`_log_envelope` at the pieces' ends (its split terms w + v/u fall in
+    u; the quartic bound is convex in u², so at most its larger end value), at most 1."""
+    lo, hi = lo[..., None], hi[..., None]
+    a, g = line.alpha[:, :, None, :], line.gamma[:, :, None, :]
+    q_max = jnp.maximum(_quartic(a, g, lo), _quartic(a, g, hi))
+    return jnp.minimum(jnp.minimum(q_max, _split_bound(line, lo, hi)), 1.0)
+
+
 def _log_pieces(line: _Line, start, check=None):
     """log of ∫_start^∞ (bound of |M|^T/M(c)^T)(u) du/u² ``(2, n)``, piece by piece.
 
@@ -690,9 +706,8 @@ def _log_pieces(line: _Line, start, check=None):
     """
     grid = start[..., None] * jnp.asarray(_TAIL_RATIO ** np.arange(_TAIL_PIECES + 1), start.dtype)
     lo, hi = grid[..., :-1, None], grid[..., 1:, None]
-    a, g, t = (v[:, :, None, :] for v in (line.alpha, line.gamma, line.t))
-    q_max = jnp.maximum(_quartic(a, g, lo), _quartic(a, g, hi))
-    bound = jnp.minimum(jnp.minimum(q_max, _split_bound(line, lo, hi)), 1.0)
+    a, t = line.alpha[:, :, None, :], line.t[:, :, None, :]
+    bound = _piece_envelope(line, grid[..., :-1], grid[..., 1:])
     if check is not None:
         # |φ(u) − φ(u')| ≤ |u − u'|·E|L̃| ≤ |u − u'|·√(2α): each point of a piece is within
         # half its width of an end
