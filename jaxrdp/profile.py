@@ -108,7 +108,7 @@ check points on [H, 3·H] (:func:`_log_dense_tail`): there the split bound sat a
 −14.4 in log, truth −114.3, now −74.6); on 2 048 runs of ``benchmarks/bench_profile.py``
 ``PROFILE_OK`` went from 2 014 to 2 023. The points are equispaced multiples k·H/256 of one
 step, so their moments come by blocks, as the line's (one matrix product instead of a complex
-exponential per point and x-node): the long line's step costs 44 ms per run against 93, and
+exponential per point and x-node): the long line's step costs 42 ms per run against 82, and
 where the fine rule stops resolving M a piece keeps the envelope's bound.
 
 Runs of a single sampled step (T = 1 in all, any q and σ; float64) take the closed form of
