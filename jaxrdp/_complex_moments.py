@@ -524,7 +524,7 @@ def _uniform_line_sums(ell, mag, d, h, n: int, first: int = 0):
     if first % b:
         raise ValueError(f"first point {first} is not a multiple of the block {b} of {n} points")
     (oc, os_), (ic, is_) = block_phases(h[..., None] * d[..., None] * ell, n, first // b)
-    rows, b = oc.shape[-2], ic.shape[-2]
+    rows = oc.shape[-2]
     left = jnp.concatenate([mag[..., None, :] * oc, mag[..., None, :] * os_], -2)  # (..., 2R, nx)
     right = jnp.concatenate([ic, is_], -2)  # (..., 2b, nx)
     nx = left.shape[-1]

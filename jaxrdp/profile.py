@@ -698,9 +698,8 @@ def _log_pieces(line: _Line, start, check=None):
     """log of ∫_start^∞ (bound of |M|^T/M(c)^T)(u) du/u² ``(2, n)``, piece by piece.
 
     On a geometric grid start = u_0 < … < u_P the bound of :func:`_log_envelope` is bounded on
-    each piece [u_i, u_{i+1}] by its value at the ends (the split terms w + v/u fall; the
-    quartic bound is convex in u², so at most its larger end value),
-    so the piece contributes at most that bound times 1/u_i − 1/u_{i+1}; beyond u_P the
+    each piece [u_i, u_{i+1}] by :func:`_piece_envelope`, so the piece contributes at most
+    that bound times 1/u_i − 1/u_{i+1}; beyond u_P the
     closed form of :func:`_log_split_tail`. With ``check`` (the computed bounds at
     start·ratio^i, see :class:`_Line`), the first pieces also use those and a Lipschitz bound.
     """
