@@ -125,9 +125,10 @@ bracketed by :mod:`jaxrdp._two_steps`: the one-step closed form averaged over th
 step's output, bounded above by chords and below by Jensen's inequality on 2 048 cells (h is
 convex in t = e^{ε − ℓ}), so the bracket holds for any cells and its width is the stated
 error. The bracket comes first: the runs it settles within :data:`TOLERANCE` skip the
-line's escalation (whose tiers' programs took 100 s of the 165 s of the three
-nested-quadrature references' test to compile on a 2 vCPU CPU, 46 s since); on the others the smaller of the two sound answers is kept, with the
-error bound of the better lower end. The line integral cancels most there (T = 2 was 16% ``PROFILE_OK`` across the domain);
+line's escalation (compiling its tiers took 100 s of the 165 s of the three
+nested-quadrature references' test on a 2 vCPU CPU; 46 s since); on the others the smaller
+of the two sound answers is kept, with the error bound of the better lower end. The line
+integral cancels most there (T = 2 was 16% ``PROFILE_OK`` across the domain);
 on three nested-quadrature references δ went from 0.31, 9.5e-5 and 5.4e-5 above the truth
 (``PROFILE_LOOSE``) to 6.0e-7, 2.6e-7 and 8.4e-7 (``PROFILE_OK``); on 256 random T = 2 runs
 across the domain, ε(δ) within 1e-6 went from 39% to 63% and RDP fallbacks from 3.9% to none.
@@ -976,29 +977,30 @@ def _epsilon_chunk(q, s, t, log_delta, eps_rdp, nx, nu, c_scale=1.0, narrow=Fals
     # a direction whose bound is exactly 0 (add, beyond its largest loss) constrains nothing
     bounds = (rel_c < 1.0) & (up_c > -jnp.inf)
     rel_e = jnp.min(jnp.where(bounds, gap, jnp.inf), axis=0) / jnp.maximum(eps_out, 1e-300)
-    if not gradient:
-        return (jnp.where(active, eps_out, jnp.inf), jnp.where(active & found, rel_e, jnp.inf))
-    dld = jnp.take_along_axis(slope_c, jnp.argmax(up_c, axis=0)[None], axis=0)[0]  # binding
-    # implicit-function gradient in q and σ (value unchanged)
-    e_fixed = sg(jnp.where(found, eps_out, 1.0))
-    # only the directions that can bind at the verified ε enter: the add direction is exactly
-    # zero from its largest loss on (its line is never looked at there, by the search either)
-    live = (found & active)[None] & ((_DIRS[:, None] > 0) | (e_fixed < lmax)[None])
-    line = _finite_line(line, live)
-    # and moments that vanished (nodes the bound drops) a finite stand-in too: this value
-    # cancels, only its derivatives count
-    line = line._replace(log_mt=jnp.where(jnp.isfinite(line.log_mt), line.log_mt, -1e30))
-    ld = _log_delta(line, jnp.broadcast_to(e_fixed[None, :, None], (2,) + e_fixed.shape + (1,)))[0]
-    ld = jnp.max(jnp.where(live, ld[..., 0], -jnp.inf), axis=0)
-    corr = (ld - sg(ld)) / jnp.where(dld < 0, sg(dld), -1.0)
-    eps_out = eps_out - jnp.where(found, corr, 0.0)
+    if gradient:
+        dld = jnp.take_along_axis(slope_c, jnp.argmax(up_c, axis=0)[None], axis=0)[0]  # binding
+        # implicit-function gradient in q and σ (value unchanged)
+        e_fixed = sg(jnp.where(found, eps_out, 1.0))
+        # only the directions that can bind at the verified ε enter: the add direction is
+        # exactly zero from its largest loss on (its line is never looked at there, by the
+        # search either)
+        live = (found & active)[None] & ((_DIRS[:, None] > 0) | (e_fixed < lmax)[None])
+        line = _finite_line(line, live)
+        # and moments that vanished (nodes the bound drops) a finite stand-in too: this value
+        # cancels, only its derivatives count
+        line = line._replace(log_mt=jnp.where(jnp.isfinite(line.log_mt), line.log_mt, -1e30))
+        at = jnp.broadcast_to(e_fixed[None, :, None], (2,) + e_fixed.shape + (1,))
+        ld = _log_delta(line, at)[0]
+        ld = jnp.max(jnp.where(live, ld[..., 0], -jnp.inf), axis=0)
+        corr = (ld - sg(ld)) / jnp.where(dld < 0, sg(dld), -1.0)
+        eps_out = eps_out - jnp.where(found, corr, 0.0)
     return (jnp.where(active, eps_out, jnp.inf), jnp.where(active & found, rel_e, jnp.inf))
 
 
 @functools.partial(jax.jit, static_argnames=("nx", "nu", "narrow"))
 def _epsilon_value_chunk(q, s, t, log_delta, eps_rdp, nx, nu, c_scale=1.0, narrow=False):
     """:func:`_epsilon_chunk` without the implicit gradient, for concrete calls (nothing
-    differentiates them): its program compiles some 8% faster (10.5 s against 9.7 s for
+    differentiates them): its program compiles some 8% faster (9.7 s against 10.5 s for
     TIERS[0] on a 2 vCPU CPU, the same ε)."""
     return _epsilon_chunk(q, s, t, log_delta, eps_rdp, nx, nu, c_scale, narrow, gradient=False)
 
@@ -1439,15 +1441,14 @@ def delta_schedule(q, sigma, steps, epsilon, *, tier: int | None = None) -> Prof
         rel = xp.where(one, eta1, rel)
         if bracket is not None:
             lr, la, rel = (np.where(settled, np.inf, v) for v in (lr, la, rel))  # not run
+            (lr, la), rel = _tighter_log_delta((lr, la), rel, bracket[:2], bracket[2])
             for cells in _TWO_STEP_CELLS[1:]:
-                (lr, la), rel = _tighter_log_delta((lr, la), rel, bracket[:2], bracket[2])
                 # the finer cells (gap about a quarter): runs above the tolerance within reach
                 two = two & (rel > TOLERANCE) & (rel < _FINER_CELLS_REACH * TOLERANCE)
                 if not two.any():
                     break
-                bracket = _two_step_log_delta(two, q2, s2, ef, cells)
-            else:
-                (lr, la), rel = _tighter_log_delta((lr, la), rel, bracket[:2], bracket[2])
+                finer = _two_step_log_delta(two, q2, s2, ef, cells)
+                (lr, la), rel = _tighter_log_delta((lr, la), rel, finer[:2], finer[2])
         if concrete:
             split, q3, s3, t3 = _split_runs(qf, sf, tf, ~(rel < 1.0) & np.isfinite(ef))
             if split.any():
