@@ -29,10 +29,14 @@ Error bound (added upward: the δ returned is the quadrature's value plus this b
   built per segment from (i) √(1 − 2αu² + (2γ + α²)u⁴) (symmetrised fourth-order bound of the
   tilted loss's characteristic function, α = κ''/2, γ = μ₄/24, valid for every u), (ii)
   w_k·Q_k(u) + min(1 − w_k, v_k/u) for split points x_k (the same bound Q_k for the part left
-  of x_k, of mass w_k, plus one integration by parts right of it) and (iii) |M|
-  computed at check points beyond H (with its own error) plus a Lipschitz term; integrated
-  piecewise on a geometric grid and in closed form beyond it (:func:`_log_tail`). The same
-  bound replaces a node of the line whose computed value is less certain than it;
+  of x_k, of mass w_k, plus one integration by parts right of it), (iii) |M|
+  computed at check points beyond H (with its own error) plus a Lipschitz term and (iv)
+  ∫|f(x + iθ)| dx, the moment's integrand on the x-contour moved off the real axis by θ,
+  which bounds |M(c+iu')| for every u' ≥ u and needs no phase resolved
+  (:func:`jaxrdp._complex_moments.log_shifted_bound`, at every ``_SHIFT_EVERY``-th end of
+  the pieces from H); integrated piecewise on a geometric grid and in closed form beyond it
+  (:func:`_log_tail`). The same bound but (iv) replaces a node of the line whose computed
+  value is less certain than it;
 * moments: each M_i carries a bound η_i on its relative error (the x-rule's aliasing by
   the strip bound of :mod:`jaxrdp._complex_moments`, plus what its x-window leaves out and the
   rounding of its log terms, differences of parts up to 10⁵ at large c); M_total^T is then
@@ -277,6 +281,10 @@ _TAIL_RATIO, _TAIL_PIECES = 1.12, 48  # pieces of the truncation bound: H to 230
 #: 16 and ε moves in 4 runs of 1 536, by at most 2.9e-8 (up), for 7% less time per run (the
 #: check points are not equispaced, so each costs a complex exponential per x-node).
 _CHECK_PIECES = 8
+#: the pieces of the truncation bound from H also use the shifted-contour bound
+#: (:func:`jaxrdp._complex_moments.log_shifted_bound`), computed at every _SHIFT_EVERY-th end
+#: and used on the pieces up to the next (it holds for every u beyond its point)
+_SHIFT_EVERY = 4
 #: Steps of at least this many x-nodes (:data:`TIERS` ``[4]``, the long line) also bound the
 #: truncated line by :data:`_DENSE_CHECKS` equispaced check points u_k = k·H/F from H on
 #: (F = :data:`_DENSE_CHECK_FIRST`: to 3·H), computed by a 4 times finer x-rule
@@ -355,6 +363,9 @@ class _Line(NamedTuple):
     check: jax.Array = None  # per segment bound on |M_i(c+iu)|/M_i(c) at _check_points, (2, n, S, P+1)
     log_env: jax.Array = None  # log of the bound on |M|^T/M(c)^T at the nodes, (2, n, N_u)
     log_tail: jax.Array = None  # log ∫_H^∞ (that bound) du/u², (2, n)
+    #: per segment log of the bound of :func:`jaxrdp._complex_moments.log_shifted_bound` on
+    #: |M_i(c+iu)|/M_i(c) for u ≥ H·_TAIL_RATIO^j, j = 0, _SHIFT_EVERY, …, _TAIL_PIECES, (2, n, S, Q)
+    shifted: jax.Array = None
     #: the x-rule resolves M at c and at c ± a (:func:`_stats`); elsewhere no bound, (2, n)
     trusted: jax.Array = None
 
@@ -572,7 +583,15 @@ def _line(q, s, t, c, eps, nx, nu, narrow=False):
     # over M_i(c) from below: M_i(c) ≥ computed/(1 + η_i)
     kap_low = kap_seg - jnp.log1p(jnp.exp(log_eta))
     check = _check_bound(log_mc, eta_c, kap_low)
-    line = line._replace(check=sg(jnp.minimum(check, 1.0)))
+    # the shifted-contour bound on |M_i(c+iu)|/M_i(c) beyond H (M_i(c) from above for the
+    # rule's error, from below for the ratio)
+    ushift = (h * nu)[..., None] * jnp.asarray(
+        _TAIL_RATIO ** np.arange(0, _TAIL_PIECES + 1, _SHIFT_EVERY), h.dtype)
+    kap_up = kap_seg - jnp.log1p(-jnp.minimum(jnp.exp(log_eta), 0.5))
+    shifted = cm.log_shifted_bound(qs[None], ss[None], c[..., None], d, ushift[:, :, None, :],
+                                   kap_up) - kap_low[..., None]
+    line = line._replace(check=sg(jnp.minimum(check, 1.0)),
+                         shifted=sg(jnp.minimum(shifted, 0.0)))
     sgl = jax.tree_util.tree_map(sg, line)
     log_tail = _log_tail(sgl)
     if nx >= _DENSE_CHECK_NX:
@@ -697,14 +716,16 @@ def _piece_envelope(line: _Line, lo, hi):
     return jnp.minimum(jnp.minimum(q_max, _split_bound(line, lo, hi)), 1.0)
 
 
-def _log_pieces(line: _Line, start, check=None):
+def _log_pieces(line: _Line, start, check=None, shifted=None):
     """log of ∫_start^∞ (bound of |M|^T/M(c)^T)(u) du/u² ``(2, n)``, piece by piece.
 
     On a geometric grid start = u_0 < … < u_P the bound of :func:`_log_envelope` is bounded on
     each piece [u_i, u_{i+1}] by :func:`_piece_envelope`, so the piece contributes at most
     that bound times 1/u_i − 1/u_{i+1}; beyond u_P the
     closed form of :func:`_log_split_tail`. With ``check`` (the computed bounds at
-    start·ratio^i, see :class:`_Line`), the first pieces also use those and a Lipschitz bound.
+    start·ratio^i, see :class:`_Line`), the first pieces also use those and a Lipschitz bound;
+    with ``shifted`` (:attr:`_Line.shifted`, for start = H) every piece also uses the
+    shifted-contour bound of the last point at or below its left end, and so does the rest.
     """
     grid = start[..., None] * jnp.asarray(_TAIL_RATIO ** np.arange(_TAIL_PIECES + 1), start.dtype)
     lo, hi = grid[..., :-1, None], grid[..., 1:, None]
@@ -718,8 +739,13 @@ def _log_pieces(line: _Line, start, check=None):
                 + jnp.sqrt(2.0 * a) * 0.5 * (hi[..., :p, :] - lo[..., :p, :]))
         bound = bound.at[..., :p, :].set(jnp.minimum(bound[..., :p, :], near))
     log_b = jnp.log(jnp.maximum(bound, 1e-300))
-    log_pieces = jnp.sum(t * log_b, axis=-1) + jnp.log(1.0 / grid[..., :-1] - 1.0 / grid[..., 1:])
     rest = _log_split_tail(line, grid[..., -1])
+    if shifted is not None:
+        which = np.arange(_TAIL_PIECES) // _SHIFT_EVERY
+        log_b = jnp.minimum(log_b, shifted[..., which].swapaxes(-1, -2))
+        rest = jnp.minimum(rest, jnp.sum(line.t * shifted[..., -1], axis=-1)
+                           - jnp.log(grid[..., -1]))
+    log_pieces = jnp.sum(t * log_b, axis=-1) + jnp.log(1.0 / grid[..., :-1] - 1.0 / grid[..., 1:])
     return jax.scipy.special.logsumexp(jnp.concatenate([log_pieces, rest[..., None]], -1), -1)
 
 
@@ -743,7 +769,7 @@ def _log_tail(line: _Line):
         -0.5 * big_a * big_h**2 - jnp.log(jnp.maximum(big_a, 1e-300)) - 3.0 * jnp.log(big_h),
         -jnp.inf)
     composite = jnp.logaddexp(log_first, _log_pieces(line, jnp.maximum(big_h, u1)))
-    return jnp.minimum(composite, _log_pieces(line, big_h, line.check))
+    return jnp.minimum(composite, _log_pieces(line, big_h, line.check, line.shifted))
 
 
 #: the fields of :class:`_Line` that :func:`_nodes` and :func:`_log_delta` read
