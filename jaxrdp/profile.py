@@ -590,8 +590,9 @@ def _line(q, s, t, c, eps, nx, nu, narrow=False):
     kap_up = kap_seg - jnp.log1p(-jnp.minimum(jnp.exp(log_eta), 0.5))
     shifted = cm.log_shifted_bound(qs[None], ss[None], c[..., None], d, ushift[:, :, None, :],
                                    kap_up) - kap_low[..., None]
+    # NaN (an untrusted line's M(c), ∞ − ∞) bounds nothing: 0, the ratio's bound 1
     line = line._replace(check=sg(jnp.minimum(check, 1.0)),
-                         shifted=sg(jnp.minimum(shifted, 0.0)))
+                         shifted=sg(jnp.minimum(jnp.where(jnp.isnan(shifted), 0.0, shifted), 0.0)))
     sgl = jax.tree_util.tree_map(sg, line)
     log_tail = _log_tail(sgl)
     if nx >= _DENSE_CHECK_NX:
