@@ -32,12 +32,18 @@ def _rows():
     return reference_rows("profile_reference.csv")
 
 
-def _mp_log_moment(q, s, z, direction):
+def _mp_log_moment(q, s, z, direction, pieces=None):
+    """M(z) by 30-digit mpmath quadrature, split at the modes; with ``pieces``, on that many
+    equal pieces across the window of the modes instead (the phase e^{iuℓ} turns up to |u|/σ²
+    radians per unit of x, which far along the line needs the finer split)."""
     mp.mp.dps = 30
-    q, s = mp.mpf(q), mp.mpf(s)
+    q, s, c = mp.mpf(q), mp.mpf(s), abs(float(z.real))
     w = 1 + z if direction == "remove" else -z
     f = lambda x: mp.npdf(x, 0, s) * mp.e ** (w * mp.log((1 - q) + q * mp.e ** ((2 * x - 1) / (2 * s * s))))
-    return mp.quad(f, [-mp.inf, -5 * s, 0, 1, 5 * s + abs(z.real) + 2, mp.inf])
+    if pieces is None:
+        return mp.quad(f, [-mp.inf, -5 * s, 0, 1, 5 * s + c + 2, mp.inf])
+    lo, hi = (-14 * s, 1 + c + 14 * s) if direction == "remove" else (-c - 14 * s, 14 * s)
+    return mp.quad(f, [-mp.inf] + list(mp.linspace(lo, hi, pieces)) + [mp.inf])
 
 
 @pytest.mark.parametrize("direction", ["remove", "add"])
@@ -62,17 +68,6 @@ def test_complex_moments_match_mpmath(direction):
 _SHIFTED_BOUND = jax.jit(cm.log_shifted_bound)
 
 
-def _mp_moment_fine(q, s, z, direction):
-    """M(z) by 30-digit mpmath on 200 pieces across the modes (the phase e^{iuℓ} turns up to
-    |u|/σ² radians per unit of x)."""
-    mp.mp.dps = 30
-    q, s, c = mp.mpf(q), mp.mpf(s), float(z.real)
-    w = 1 + z if direction == "remove" else -z
-    f = lambda x: mp.npdf(x, 0, s) * mp.e ** (w * mp.log((1 - q) + q * mp.e ** ((2 * x - 1) / (2 * s * s))))
-    lo, hi = (-14 * s, 1 + c + 14 * s) if direction == "remove" else (-c - 14 * s, 14 * s)
-    return mp.quad(f, [-mp.inf] + list(mp.linspace(lo, hi, 200)) + [mp.inf])
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("direction", ["remove", "add"])
 def test_shifted_contour_bound_holds_and_sees_the_fall_of_m(direction):
@@ -83,13 +78,13 @@ def test_shifted_contour_bound_holds_and_sees_the_fall_of_m(direction):
     d = cm.REMOVE if direction == "remove" else cm.ADD
     with jax.enable_x64(True):
         for q, s, c in [(0.3, 0.5, 1.0), (0.05, 2.0, 8.0)]:
-            m0 = float(_mp_moment_fine(q, s, mp.mpc(c, 0), direction).real)
+            m0 = float(_mp_log_moment(q, s, mp.mpc(c, 0), direction, 200).real)
             us = np.array([20.0, 60.0])
             log_b = _SHIFTED_BOUND(jnp.array(q), jnp.array(s), jnp.array(c), jnp.array(d),
                                    jnp.asarray(us), jnp.array(np.log(m0 * (1 + 1e-12))))
             for u, b in zip(us, np.exp(np.asarray(log_b))):
-                at = abs(complex(_mp_moment_fine(q, s, mp.mpc(c, u), direction)))
-                beyond = abs(complex(_mp_moment_fine(q, s, mp.mpc(c, 1.5 * u), direction)))
+                at = abs(complex(_mp_log_moment(q, s, mp.mpc(c, u), direction, 200)))
+                beyond = abs(complex(_mp_log_moment(q, s, mp.mpc(c, 1.5 * u), direction, 200)))
                 assert at <= b and beyond <= b, (q, s, c, u)
                 assert b <= 1.2 * at and at < 0.95 * m0, (q, s, c, u, b / at)
 
@@ -144,7 +139,7 @@ def test_escalation_defers_a_step_for_runs_far_above_the_tolerance():
              2: ([4.0, 3.0, 3.5, 9.0], [1e-7, 1e-3, 1e-3, 1e-9]),
              3: ([4.5, 4.0, 2.0, 9.0], [1e-3, 1e-3, 1e-8, 1e-9])}
 
-    def fn(run, nx, nu, c_scale, narrow):
+    def fn(run, nx, nu, c_scale, narrow, shifted):
         idx = np.asarray(run)[:, 0].astype(int)  # padded to a chunk by repeating the last run
         calls.append((nx, sorted(set(idx.tolist()))))
         return tuple(np.asarray(v)[idx] for v in table[nx])
@@ -166,7 +161,7 @@ def test_escalation_skips_a_step_for_runs_above_its_gate():
     table = {1: ([5.0, 5.0, 5.0, 5.0], [1e-3, 0.5, np.nan, 1e-7]),
              2: ([4.0, 4.0, 4.0, 4.0], [1e-8, 1e-8, 1e-8, 1e-8])}
 
-    def fn(run, nx, nu, c_scale, narrow):
+    def fn(run, nx, nu, c_scale, narrow, shifted):
         idx = np.asarray(run)[:, 0].astype(int)
         calls.append((nx, sorted(set(idx.tolist()))))
         return tuple(np.asarray(v)[idx] for v in table[nx])
@@ -977,7 +972,7 @@ def test_escalation_replaces_a_step_without_a_result():
     """A run whose step gave NaN (no result; the first steps did for 0.5% of the benchmark's
     runs on an H200) takes a later step's result. NaN compares false, and was kept before."""
 
-    def step_result(segments, eps, nx, nu, c_scale, narrow):
+    def step_result(segments, eps, nx, nu, c_scale, narrow, shifted):
         if nx == profile.TIERS[0][0]:
             return np.full_like(eps, np.nan), np.full_like(eps, np.nan)
         return eps * (1 + 1e-7), np.full_like(eps, 1e-9)
