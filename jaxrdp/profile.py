@@ -34,9 +34,9 @@ Error bound (added upward: the δ returned is the quadrature's value plus this b
   ∫|f(x + iθ)| dx, the moment's integrand on the x-contour moved off the real axis by θ,
   which bounds |M(c+iu')| for every u' ≥ u and needs no phase resolved
   (:func:`jaxrdp._complex_moments.log_shifted_bound`, at every ``_SHIFT_EVERY``-th end of
-  the pieces from H; on every escalation step but the first); integrated piecewise on a geometric grid and in closed form beyond it
-  (:func:`_log_tail`). The same bound but (iv) replaces a node of the line whose computed
-  value is less certain than it;
+  the pieces from H; on every escalation step but the first); integrated piecewise on a
+  geometric grid and in closed form beyond it (:func:`_log_tail`). The same bound but (iv)
+  replaces a node of the line whose computed value is less certain than it;
 * moments: each M_i carries a bound η_i on its relative error (the x-rule's aliasing by
   the strip bound of :mod:`jaxrdp._complex_moments`, plus what its x-window leaves out and the
   rounding of its log terms, differences of parts up to 10⁵ at large c); M_total^T is then
@@ -520,7 +520,8 @@ def _line(q, s, t, c, eps, nx, nu, narrow=False, shifted=True):
     """The moments on the line Re z = c ``(2, n)`` and the bounds' ingredients, centred at ε.
 
     ``narrow``: the strip half-widths a/c of the discretisation bound include
-    :data:`_NARROW_STRIP`.
+    :data:`_NARROW_STRIP`; ``shifted``: the truncation bound also takes the shifted-contour
+    bound (:attr:`_Line.shifted`; ``None`` without it).
     """
     sg = jax.lax.stop_gradient
     qs, ss, ts = sg(q), sg(s), sg(t)
@@ -529,9 +530,10 @@ def _line(q, s, t, c, eps, nx, nu, narrow=False, shifted=True):
     ac = c[..., None] * jnp.asarray(strips, c.dtype)
     # steering, by the cheap η (the add direction's without its factor, a twelfth of the
     # cost) on a rule of half the intervals: the step and the strip half-width a from M at c
-    # and at c ± a for every candidate a, in one call. The bounds take M at c and c ± a (the picked a) from one
-    # rigorous call below, and the envelope's split points at c alone: one copy of each
-    # statistic in the program (two rigorous calls before: ε(δ)'s program 8.5% longer)
+    # and at c ± a for every candidate a, in one call. The bounds take M at c and c ± a (the
+    # picked a) from one rigorous call on the full rule below, and the envelope's split
+    # points at c alone: one copy of each statistic in the program (two rigorous calls
+    # before: ε(δ)'s program 8.5% longer)
     kaps, _, k2s, _, kaps_err = _stats(
         qs, ss, ts, jnp.concatenate([c[..., None], c[..., None] - ac, c[..., None] + ac], -1),
         _steering_nodes(nx), rigorous=False)
