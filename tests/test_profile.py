@@ -139,7 +139,7 @@ def test_escalation_defers_a_step_for_runs_far_above_the_tolerance():
              2: ([4.0, 3.0, 3.5, 9.0], [1e-7, 1e-3, 1e-3, 1e-9]),
              3: ([4.5, 4.0, 2.0, 9.0], [1e-3, 1e-3, 1e-8, 1e-9])}
 
-    def fn(run, nx, nu, c_scale, narrow, shifted):
+    def fn(run, nx, nu, c_scale, narrow, shifted, warm):
         idx = np.asarray(run)[:, 0].astype(int)  # padded to a chunk by repeating the last run
         calls.append((nx, sorted(set(idx.tolist()))))
         return tuple(np.asarray(v)[idx] for v in table[nx])
@@ -161,7 +161,7 @@ def test_escalation_skips_a_step_for_runs_above_its_gate():
     table = {1: ([5.0, 5.0, 5.0, 5.0], [1e-3, 0.5, np.nan, 1e-7]),
              2: ([4.0, 4.0, 4.0, 4.0], [1e-8, 1e-8, 1e-8, 1e-8])}
 
-    def fn(run, nx, nu, c_scale, narrow, shifted):
+    def fn(run, nx, nu, c_scale, narrow, shifted, warm):
         idx = np.asarray(run)[:, 0].astype(int)
         calls.append((nx, sorted(set(idx.tolist()))))
         return tuple(np.asarray(v)[idx] for v in table[nx])
@@ -190,6 +190,47 @@ def test_lines_of_one_tier_share_one_compiled_program():
     # upper bounds of one δ: any two are within the sum of their bounds (log δ ≈ relative)
     assert np.all(np.abs(log_rem[:, None] - log_rem[None]) <= rel[:, None] + rel[None] + 1e-14)
     assert np.ptp(log_rem) > 0  # three lines, three sets of nodes (measured 1.3e-7 apart)
+
+
+def test_gaussian_order_is_the_gaussian_rdp_optimum():
+    """``profile._gaussian_order`` (the warm start of ε(δ)'s centre search) inverts the RDP
+    bound of a Gaussian mechanism of RDP ρα: ε = min over c of ρ(c + 1) + L/c, found here by
+    scipy's bounded minimisation, must give back the minimising c (the minimum is flat, so
+    scipy's c is good to ~1e-8; measured 1.2e-9 to 1.5e-8)."""
+    from scipy.optimize import minimize_scalar
+
+    for rho, log_inv_delta in [(1e-4, np.log(1e5)), (0.02, np.log(1e10)), (3.0, np.log(2.0)),
+                               (0.5, 46.0)]:
+        opt = minimize_scalar(lambda c: rho * (c + 1) + log_inv_delta / c, bounds=(1e-6, 1e7),
+                              method="bounded", options={"xatol": 1e-10})
+        with jax.enable_x64(True):
+            got = float(profile._gaussian_order(jnp.asarray(opt.fun), jnp.asarray(-log_inv_delta)))
+        assert got == pytest.approx(opt.x, rel=5e-8), (rho, log_inv_delta)
+
+
+def test_warm_first_step_settles_what_the_cold_one_does():
+    """The escalation's first step searches the line's centre from the RDP bound's Gaussian
+    order in ``_WARM_SEARCH_ITERATIONS`` steps (:attr:`profile._Step.warm`) instead of 16 from
+    c = 1. On the first 64 runs of ``benchmarks/bench_profile.py`` (δ = 1e-5) both settle the
+    same 48 runs within TOLERANCE, with ε equal to 1.3e-12 (each is the verified root of its
+    own line's bounded δ)."""
+    rng = np.random.default_rng(0)
+    n = 64
+    q, s = 10 ** rng.uniform(-3, -1, n), rng.uniform(0.6, 5.0, n)
+    t = np.round(10 ** rng.uniform(2, 5, n))
+    with jax.enable_x64(True):
+        args = [q[:, None], s[:, None], t[:, None], np.full(n, np.log(1e-5))]
+        args.append(np.asarray(profile._rdp_companion("epsilon", *args[:3], np.full(n, 1e-5), True)))
+        (eps_c, rel_c), (eps_w, rel_w) = (
+            profile._chunked(profile._epsilon_value_chunk, args,
+                             profile._Step(*profile.TIERS[0], shifted=False, warm=warm))
+            for warm in (False, True))
+    assert profile._ESCALATION[0].warm
+    settled = rel_w <= profile.TOLERANCE
+    np.testing.assert_array_equal(settled, rel_c <= profile.TOLERANCE)
+    assert settled.sum() == 48
+    np.testing.assert_allclose(eps_w[settled], eps_c[settled], rtol=1e-11)
+    assert np.all(eps_w[settled] < args[4][settled])  # below the RDP bound it starts from
 
 
 def test_rdp_companion_shares_one_program_across_small_calls():
@@ -972,7 +1013,7 @@ def test_escalation_replaces_a_step_without_a_result():
     """A run whose step gave NaN (no result; the first steps did for 0.5% of the benchmark's
     runs on an H200) takes a later step's result. NaN compares false, and was kept before."""
 
-    def step_result(segments, eps, nx, nu, c_scale, narrow, shifted):
+    def step_result(segments, eps, nx, nu, c_scale, narrow, shifted, warm):
         if nx == profile.TIERS[0][0]:
             return np.full_like(eps, np.nan), np.full_like(eps, np.nan)
         return eps * (1 + 1e-7), np.full_like(eps, 1e-9)
