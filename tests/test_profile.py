@@ -212,8 +212,9 @@ def test_warm_first_step_settles_what_the_cold_one_does():
     """The escalation's first step searches the line's centre from the RDP bound's Gaussian
     order in ``_WARM_SEARCH_ITERATIONS`` steps (:attr:`profile._Step.warm`) instead of 16 from
     c = 1. On the first 64 runs of ``benchmarks/bench_profile.py`` (δ = 1e-5) it settles the
-    same 48 runs within TOLERANCE as the cold search of ``tier=0`` (whose program the tiers'
-    tests here compile anyway; it also bounds the truncated line on the shifted contour), with
+    same 48 runs within TOLERANCE as the cold search of ``tier=0`` (whose program
+    ``test_epsilon_where_the_search_ran_beyond_the_x_rule_is_sound`` compiles too; it also
+    bounds the truncated line on the shifted contour), with
     ε equal to 1.8e-11 (each is the verified root of its own line's bounded δ; 1.3e-12 against
     the cold search without the shifted bound)."""
     rng = np.random.default_rng(0)
