@@ -39,13 +39,13 @@ def test_bound_is_never_below_the_mpmath_references():
     assert np.all(np.exp(lr) >= rem), np.exp(lr) / rem
     assert np.all(np.exp(la) >= add), (np.exp(la), add)
     # and a Chernoff bound's looseness, not more: on the rows of T ≥ 2 (where the profile
-    # uses it) measured 1.14–8.38 times the reference, median 2.58 (before the union term:
-    # 1.79–10.5, median 4.0; the far tail of q = 0.0185, T = 226, ε = 1, δ = 3.6e-45, is
-    # looser: 2.5e7)
+    # uses it) measured 1.14–8.38 times the reference, median 2.59, and 10.96 on the row far
+    # out at T = 10⁴, ε = 756.8 (before the union term: 1.79–10.5, median 4.0; the far tail
+    # of q = 0.0185, T = 226, ε = 1, δ = 3.6e-45, is looser: 2.5e7)
     used = (t >= 2) & (rem > 1e-30)
-    assert used.sum() >= 14
+    assert used.sum() >= 15
     ratio = np.exp(lr[used]) / rem[used]
-    assert np.median(ratio) < 3.2 and np.max(ratio) < 10.0, ratio
+    assert np.median(ratio) < 3.2 and np.max(ratio) < 12.0, ratio
 
 
 def test_epsilon_is_never_below_the_mpmath_references():
