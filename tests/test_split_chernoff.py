@@ -45,7 +45,9 @@ def test_bound_is_never_below_the_mpmath_references():
     used = (t >= 2) & (rem > 1e-30)
     assert used.sum() >= 15
     ratio = np.exp(lr[used]) / rem[used]
-    assert np.median(ratio) < 3.2 and np.max(ratio) < 12.0, ratio
+    far = e[used] > 500  # the row far out, beyond the domain
+    assert far.sum() == 1
+    assert np.median(ratio) < 3.2 and np.max(ratio[~far]) < 10.0 and ratio[far] < 12.0, ratio
 
 
 def test_epsilon_is_never_below_the_mpmath_references():
