@@ -29,11 +29,18 @@ from hypothesis import strategies as st
 import jaxrdp
 import mp_reference
 from jaxrdp import kernels
+from stored import stored
 
 DP_ACCOUNTING_ORDERS = np.array(
     [1 + x / 10.0 for x in range(1, 100)] + list(range(11, 64)) + [128, 256, 512, 1024],
     dtype=np.float64,
 )
+
+@stored(depends=(mp_reference.log_a_integer,))
+def _stored_log_a_integer(q, sigma, alpha, dps):
+    """:func:`mp_reference.log_a_integer`, kept in tests/data/stored.json (binomial sums of
+    thousands of terms at 60 digits: seconds each)."""
+    return mp_reference.log_a_integer(q, sigma, alpha, dps)
 
 
 def _load_reference(data_dir):
@@ -984,7 +991,7 @@ def test_grid_integer_orders_keep_precision_near_q_one():
     for q in (0.9, 0.999, 0.999999):
         for sigma in (1e4, 50.0, 3.0):
             got = np.asarray(jaxrdp.log_a(np.array([[q]]), np.array([[sigma]]), orders))[0]
-            ref = np.array([float(mp_reference.log_a_integer(q, sigma, int(a), dps=60)) for a in orders])
+            ref = np.array([float(_stored_log_a_integer(q, sigma, int(a), 60)) for a in orders])
             raw = (got / ref) / (1 + kernels.FLOAT64_SAFETY_MARGIN) - 1
             assert np.abs(raw).max() < 2e-13, (q, sigma, raw)
 

@@ -13,6 +13,7 @@ from jaxrdp import conversions, kernels, profile
 
 import profile_reference as ref
 from helpers import pld_distribution, reference_rows
+from stored import stored
 
 
 
@@ -32,6 +33,7 @@ def _rows():
     return reference_rows("profile_reference.csv")
 
 
+@stored
 def _mp_log_moment(q, s, z, direction, pieces=None):
     """M(z) by 30-digit mpmath quadrature, split at the modes; with ``pieces``, on that many
     equal pieces across the window of the modes instead (the phase e^{iuℓ} turns up to |u|/σ²
@@ -372,6 +374,7 @@ def test_uniform_line_from_a_later_point_matches_the_direct_sums():
                           jnp.array(h), n, nx, first=100)
 
 
+@stored
 def _mp_remove_moment(q, s, z, cuts):
     """M(z) = E_{N(0,σ²)}[r(x)^{1+z}] (remove) by 30-digit mpmath quadrature on ``cuts``."""
     mp.mp.dps = 30
@@ -428,6 +431,7 @@ def _mp_binomial_moment(q, s, a):
                        * mp.e ** (mp.mpf(k * k - k) / (2 * sm**2)) for k in range(a + 1))
 
 
+@stored
 def _mp_real_moment(q, s, c, direction):
     """M(c) = E_{N(0,σ²)}[r^{1+c}] (remove) or E[r^{−c}] (add) by 40-digit mpmath, on
     breakpoints every σ/4 around both modes (x = 0 and x = 1 + c); at integer orders of

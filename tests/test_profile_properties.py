@@ -29,6 +29,7 @@ import jaxrdp
 from jaxrdp import profile
 
 from helpers import pld_distribution
+from stored import stored
 
 import profile_reference as ref
 
@@ -264,6 +265,7 @@ def _mp_log_delta(q, sigma, steps, eps):
     return mp.log(_exact_delta(q, sigma, steps, eps, dps=50))
 
 
+@stored
 def _mp_partials(q, sigma, steps, eps):
     """(∂σ, ∂q, ∂ε) of log δ at a point, by mpmath.diff at 30 digits (∂q only for T = 1)."""
     with mp.workdps(30):
@@ -272,6 +274,17 @@ def _mp_partials(q, sigma, steps, eps):
         de = mp.diff(lambda x: _mp_log_delta(q, sigma, steps, x), eps)
         dq = mp.diff(lambda x: _mp_log_delta(x, sigma, steps, eps), q) if q < 1 else mp.nan
     return float(ds), float(dq), float(de)
+
+
+@stored
+def _mp_epsilon_and_slopes(q, sigma, steps, delta, *, start):
+    """(dε/dσ, dε/dq, ε) at the exact ε(δ): ε by an mpmath root search from ``start`` (30
+    digits), the slopes by the implicit function theorem from :func:`_mp_partials`."""
+    with mp.workdps(30):
+        root = mp.findroot(lambda x: _mp_log_delta(q, sigma, steps, x) - mp.log(delta),
+                           mp.mpf(start))
+        ds, dq, de = _mp_partials.uncached(q, sigma, steps, root)
+    return -ds / de, -dq / de, float(root)
 
 
 def _rel_err(got, want):
@@ -357,13 +370,8 @@ def test_grad_epsilon_against_closed_forms(grad_epsilon):
     looser bound, relative error below 1 (measured ≤ 0.47).
     """
     (q, s, t, dl), gs, gq, status, eps, _ = grad_epsilon
-    want = []
-    for (qq, ss, tt, dd), e0 in zip(_GRAD_EPS_CELLS, eps):
-        with mp.workdps(30):
-            root = mp.findroot(lambda x: _mp_log_delta(qq, ss, tt, x) - mp.log(dd), mp.mpf(e0))
-            ds, dq, de = _mp_partials(qq, ss, tt, root)
-        want.append((-ds / de, -dq / de, float(root)))
-    want = np.array(want)
+    want = np.array([_mp_epsilon_and_slopes(*cell, start=float(e0))
+                     for cell, e0 in zip(_GRAD_EPS_CELLS, eps)])
     gauss, single = q == 1.0, t == 1
     assert np.all(eps >= want[:, 2] * (1 - 1e-12))  # sound
     err_s, err_q = _rel_err(gs, want[:, 0]), _rel_err(gq, want[:, 1])

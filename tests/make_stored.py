@@ -1,0 +1,31 @@
+"""Refreshes ``tests/data/stored.json``: the slow mpmath references of ``tests/stored.py``.
+
+Runs the tests that use them in one process with recording on; every value they compute
+(a call not yet kept, or kept under an older version of its function) is added to the
+file. Values kept for calls that no test makes any more stay, harmlessly; delete the file
+first for a clean table. Usage::
+
+    python tests/make_stored.py                     # the modules below
+    python tests/make_stored.py tests/test_profile.py::test_cos_sin_against_mpmath
+"""
+
+import os
+import subprocess
+import sys
+
+import stored
+
+#: the test modules that call stored references
+MODULES = ("tests/test_profile.py", "tests/test_profile_properties.py", "tests/test_kernels.py")
+
+
+def main(argv):
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, **{stored.RECORD_VARIABLE: "1"})
+    command = [sys.executable, "-m", "pytest", "-q", "-n", "0", "-p", "no:cacheprovider",
+               *(argv or MODULES)]
+    return subprocess.call(command, cwd=root, env=env)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
