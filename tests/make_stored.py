@@ -16,7 +16,8 @@ import sys
 import stored
 
 #: the test modules that call stored references
-MODULES = ("tests/test_profile.py", "tests/test_profile_properties.py", "tests/test_kernels.py")
+MODULES = ("tests/test_profile.py", "tests/test_profile_properties.py", "tests/test_kernels.py",
+           "tests/test_sweep.py")
 
 
 def main(argv):

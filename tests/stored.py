@@ -1,8 +1,8 @@
-"""Slow high-precision reference values, computed once and kept in ``tests/data/stored.json``.
+"""Slow reference values, computed once and kept in ``tests/data/stored.json``.
 
 Some references are mpmath quadratures that take seconds each (complex moments on 200
-pieces, root searches of the exact profile): recomputing them on every run made them a
-large part of the suite's time. A function decorated with :func:`stored` returns the kept
+pieces, root searches of the exact profile) or dp_accounting's calibrations: recomputing
+them on every run made them a large part of the suite's time. A function decorated with :func:`stored` returns the kept
 value of a call when there is one and computes it otherwise, so the tests assert against
 the same independent mpmath references as before, read from disk.
 
@@ -112,7 +112,7 @@ def _decode(text: str):
         return value if kind == "f:" else float(value)
 
 
-def stored(fn=None, *, depends=()):
+def stored(fn=None, *, depends=(), tag=""):
     """Decorator: ``fn(*args, **hints)`` read from :data:`PATH` if kept.
 
     ``fn`` returns a real or complex number (Python or mpmath) or a tuple of them; they
@@ -120,12 +120,13 @@ def stored(fn=None, *, depends=()):
     computed, so a test sees the same values either way. Keyword arguments are hints that
     do not change the value (a root search's starting point): they are kept beside it (for
     :func:`recompute_sample`) but are not part of the key. ``depends``: functions ``fn``
-    calls whose source also keys its values. Like the mpmath references themselves, a call
+    calls whose source also keys its values; ``tag``, text that does too (the version of a
+    library the function calls, such as dp_accounting). Like the mpmath references, a call
     leaves ``mp.mp.dps`` at least :data:`DIGITS`, for the test's own arithmetic on the value.
     """
     if fn is None:
-        return functools.partial(stored, depends=depends)
-    source = "".join(inspect.getsource(f) for f in (fn, *depends))
+        return functools.partial(stored, depends=depends, tag=tag)
+    source = "".join(inspect.getsource(f) for f in (fn, *depends)) + tag
     name = f"{fn.__module__.rsplit('.', 1)[-1]}.{fn.__qualname__}"
     prefix = f"{name}#{hashlib.sha256(source.encode()).hexdigest()[:12]}"
     _functions[prefix] = fn
