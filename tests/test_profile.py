@@ -860,6 +860,28 @@ def _one_step_reference(q, sigma, eps):
                ref.single_step_delta(q, sigma, eps, "add"))
 
 
+@stored(depends=(ref,))
+def _one_step_epsilon_bracket(q, sigma, delta):
+    """``(lo, hi)``: the exact one-step ε(δ) (the root of :func:`_one_step_reference`) lies in
+    ``(lo, hi]`` with hi/lo − 1 < 1e-20, by bisection on log ε over (e^{−80}·10⁴, 10⁴];
+    ``(0, 0)`` where δ(0) ≤ δ already."""
+    if _one_step_reference(q, sigma, 0.0) <= delta:
+        return 0.0, 0.0
+    hi = mp.log(1e4)
+    lo = hi - 80
+    for _ in range(100):
+        mid = (lo + hi) / 2
+        feasible = _one_step_reference(q, sigma, mp.exp(mid)) <= delta
+        lo, hi = (lo, mid) if feasible else (mid, hi)
+    return float(mp.exp(lo)), float(mp.exp(hi))
+
+
+@stored(depends=(ref,))
+def _mp_single_step_delta(q, sigma, eps, direction):
+    """:func:`profile_reference.single_step_delta` (60 digits), kept."""
+    return ref.single_step_delta(q, sigma, eps, direction)
+
+
 def test_single_step_runs_are_exact_in_closed_form():
     """One sampled step (T = 1, any q and σ of the issue's domain): δ(ε) of each direction
     against the mpmath closed form of ``profile_reference`` (normal tails of the half-line
@@ -875,17 +897,11 @@ def test_single_step_runs_are_exact_in_closed_form():
     assert np.all(np.asarray(res.status) == profile.PROFILE_OK)
     eps = np.asarray(res.epsilon)
     for i in range(10):  # ε(δ) against the root of the reference
-        if _one_step_reference(q[i], sigma[i], 0.0) <= delta[i]:
+        lo, hi = _one_step_epsilon_bracket(q[i], sigma[i], delta[i])
+        if hi == 0.0:
             assert eps[i] == 0.0
             continue
-        # bisection on log ε: the true root lies in (lo, hi], hi/lo − 1 < 1e-20
-        hi = mp.log(float(np.asarray(res.epsilon_rdp)[i]))
-        lo = hi - 60
-        for _ in range(80):
-            mid = (lo + hi) / 2
-            feasible = _one_step_reference(q[i], sigma[i], mp.exp(mid)) <= delta[i]
-            lo, hi = (lo, mid) if feasible else (mid, hi)
-        assert float(mp.exp(lo)) <= eps[i] <= float(mp.exp(hi)) * (1 + 1e-9), i
+        assert lo <= eps[i] <= hi * (1 + 1e-9), i
     # δ(ε) of each direction at those ε (and at 2ε: a smaller δ)
     for e in (eps, 2 * eps):
         got = profile.delta(q, sigma, 1, e)
@@ -1177,7 +1193,7 @@ def test_line_on_a_cut_window_brackets_the_one_step_closed_form():
             assert bool(cm.far_part(jnp.asarray(q), jnp.asarray(s), c[0, 0], cm.REMOVE).on)
             lr, la, rel = profile._escalate(profile._delta_chunk, args, profile._merge_log_delta,
                                             profile._ESCALATION[:3])
-        exact = [float(ref.single_step_delta(q, s, e, d)) for d in ("remove", "add")]
+        exact = [float(_mp_single_step_delta(q, s, e, d)) for d in ("remove", "add")]
         assert exact[0] <= np.exp(lr[0]) <= factor * exact[0], (q, s, e)
         assert np.exp(la[0]) >= exact[1], (q, s, e)
         lower = np.exp(max(lr[0], la[0])) * (1 - rel[0]) / (1 + rel[0])
