@@ -2,8 +2,9 @@
 
 Runs the tests that use them in one process with recording on; every value they compute
 (a call not yet kept, or kept under an older version of its function) is added to the
-file. Values kept for calls that no test makes any more stay, harmlessly; delete the file
-first for a clean table. Usage::
+file. Then the values of functions that were removed or edited since are dropped. Values
+of calls that no test makes any more stay, harmlessly; delete the file first for a clean
+table. Usage::
 
     python tests/make_stored.py                     # the modules below
     python tests/make_stored.py tests/test_profile.py::test_cos_sin_against_mpmath
@@ -17,7 +18,7 @@ import stored
 
 #: the test modules that call stored references
 MODULES = ("tests/test_profile.py", "tests/test_profile_properties.py", "tests/test_kernels.py",
-           "tests/test_sweep.py")
+           "tests/test_sweep.py", "tests/test_wor.py")
 
 
 def main(argv):
@@ -25,7 +26,10 @@ def main(argv):
     env = dict(os.environ, **{stored.RECORD_VARIABLE: "1"})
     command = [sys.executable, "-m", "pytest", "-q", "-n", "0", "-p", "no:cacheprovider",
                *(argv or MODULES)]
-    return subprocess.call(command, cwd=root, env=env)
+    code = subprocess.call(command, cwd=root, env=env)
+    dropped = stored.prune(os.path.basename(m).removesuffix(".py") for m in MODULES)
+    print(f"{stored.PATH}: {dropped} stale values dropped")
+    return code
 
 
 if __name__ == "__main__":

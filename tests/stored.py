@@ -30,7 +30,8 @@ import mpmath as mp
 
 from helpers import DATA_DIR
 
-__all__ = ["DIGITS", "PATH", "RECORD_VARIABLE", "kept_functions", "recompute_sample", "stored"]
+__all__ = ["DIGITS", "PATH", "RECORD_VARIABLE", "kept_functions", "prune", "recompute_sample",
+           "stored"]
 
 PATH = os.path.join(DATA_DIR, "stored.json")
 #: significant digits kept (the references are computed at 30 to 60 digits)
@@ -112,35 +113,40 @@ def _decode(text: str):
         return value if kind == "f:" else float(value)
 
 
-def stored(fn=None, *, depends=(), tag=""):
+def stored(fn=None, *, depends=(), tag="", hints=()):
     """Decorator: ``fn(*args, **hints)`` read from :data:`PATH` if kept.
 
     ``fn`` returns a real or complex number (Python or mpmath) or a tuple of them; they
     come back as the same types (mpmath numbers with :data:`DIGITS` digits) whether kept or
-    computed, so a test sees the same values either way. Keyword arguments are hints that
-    do not change the value (a root search's starting point): they are kept beside it (for
-    :func:`recompute_sample`) but are not part of the key. ``depends``: functions ``fn``
+    computed, so a test sees the same values either way. Arguments, positional and keyword,
+    key the value, except the keywords named in ``hints``: hints that do not change the
+    value (a root search's starting point), kept beside it for :func:`recompute_sample`
+    but not part of the key. ``depends``: functions (or modules) ``fn``
     calls whose source also keys its values; ``tag``, text that does too (the version of a
     library the function calls, such as dp_accounting). Like the mpmath references, a call
     leaves ``mp.mp.dps`` at least :data:`DIGITS`, for the test's own arithmetic on the value.
     """
     if fn is None:
-        return functools.partial(stored, depends=depends, tag=tag)
+        return functools.partial(stored, depends=depends, tag=tag, hints=hints)
     source = "".join(inspect.getsource(f) for f in (fn, *depends)) + tag
     name = f"{fn.__module__.rsplit('.', 1)[-1]}.{fn.__qualname__}"
     prefix = f"{name}#{hashlib.sha256(source.encode()).hexdigest()[:12]}"
     _functions[prefix] = fn
 
     @functools.wraps(fn)
-    def wrapper(*args, **hints):
+    def wrapper(*args, **kwargs):
+        given = {k: v for k, v in kwargs.items() if k in hints}
+        keyed = {k: v for k, v in sorted(kwargs.items()) if k not in hints}
         key = prefix + json.dumps(_canonical(list(args)))
+        if keyed:
+            key += json.dumps({k: _canonical(v) for k, v in keyed.items()})
         entry = _table.get(key)
         if entry is None:
             start = time.perf_counter()
-            value = fn(*args, **hints)
+            value = fn(*args, **kwargs)
             entry = {"value": _encode(value), "seconds": round(time.perf_counter() - start, 3)}
-            if hints:
-                entry["hints"] = _canonical(hints)
+            if given:
+                entry["hints"] = {k: _canonical(v) for k, v in given.items()}
             with _lock:
                 _table[key] = entry
                 _recorded[key] = entry
@@ -173,10 +179,28 @@ def recompute_sample(prefix: str, count: int):
                   key=lambda k: (_table[k]["seconds"], k))
     out = []
     for key in keys[:count]:
-        args = _arguments(json.loads(key[len(prefix):]))
-        hints = {k: _arguments(v) for k, v in _table[key].get("hints", {}).items()}
-        out.append((key, _decode(_table[key]["value"]), _decode(_encode(fn(*args, **hints)))))
+        text = key[len(prefix):]
+        args, end = json.JSONDecoder().raw_decode(text)
+        kwargs = json.loads(text[end:]) if text[end:] else {}
+        kwargs.update(_table[key].get("hints", {}))
+        kwargs = {k: _arguments(v) for k, v in kwargs.items()}
+        out.append((key, _decode(_table[key]["value"]),
+                    _decode(_encode(fn(*_arguments(args), **kwargs)))))
     return out
+
+
+def prune(modules) -> int:
+    """Drops from :data:`PATH` the values of functions that no longer exist in ``modules``
+    (test module names) or whose source has changed; returns how many were dropped."""
+    for module in modules:
+        importlib.import_module(module)
+    with _lock:
+        table = _load()
+        kept = {k: v for k, v in table.items() if k.split("[", 1)[0] in _functions}
+        with open(PATH, "w", encoding="utf-8") as f:
+            json.dump(kept, f, indent=1, sort_keys=True)
+            f.write("\n")
+    return len(table) - len(kept)
 
 
 def _write_recorded():
@@ -186,7 +210,7 @@ def _write_recorded():
         table = _load()
         table.update(_recorded)
         with open(PATH, "w", encoding="utf-8") as f:
-            json.dump(dict(sorted(table.items())), f, indent=1, sort_keys=True)
+            json.dump(table, f, indent=1, sort_keys=True)
             f.write("\n")
 
 

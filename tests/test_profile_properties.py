@@ -276,7 +276,7 @@ def _mp_partials(q, sigma, steps, eps):
     return float(ds), float(dq), float(de)
 
 
-@stored
+@stored(hints=("start",))
 def _mp_epsilon_and_slopes(q, sigma, steps, delta, *, start):
     """(dε/dσ, dε/dq, ε) at the exact ε(δ): ε by an mpmath root search from ``start`` (30
     digits), the slopes by the implicit function theorem from :func:`_mp_partials`."""

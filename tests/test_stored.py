@@ -22,7 +22,8 @@ def test_kept_values_are_recomputed_exactly():
     functions = stored.kept_functions()
     # every module that keeps values (their functions' sources unchanged since)
     assert {p.split(".")[0] for p in functions} >= {"test_kernels", "test_profile",
-                                                   "test_profile_properties", "test_sweep"}, functions
+                                                   "test_profile_properties", "test_sweep",
+                                                   "test_wor"}, functions
     for prefix in functions:
         sample = stored.recompute_sample(prefix, 2)
         assert sample, prefix

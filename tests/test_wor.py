@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 from jaxrdp import accountant, kernels, wor
+from stored import stored
 
 dpa = pytest.importorskip("dp_accounting")
 from dp_accounting import dp_event  # noqa: E402
@@ -46,6 +47,7 @@ def _mp_forward_differences(sigma: float, max_l: int, dps: int):
         ]
 
 
+@stored(depends=(_mp_forward_differences,))
 def mp_log_moment(q: float, sigma: float, alpha: int, dps: int = 400):
     """log A_α of WBK Theorem 9 (+ Theorem 27 for α ≤ 256), as dp_accounting states it."""
     with mp.workdps(dps):
