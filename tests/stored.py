@@ -2,9 +2,10 @@
 
 Some references are mpmath quadratures that take seconds each (complex moments on 200
 pieces, root searches of the exact profile) or dp_accounting's calibrations: recomputing
-them on every run made them a large part of the suite's time. A function decorated with :func:`stored` returns the kept
-value of a call when there is one and computes it otherwise, so the tests assert against
-the same independent mpmath references as before, read from disk.
+them on every run made them a large part of the suite's time. A function decorated with
+:func:`stored` returns the kept value of a call when there is one and computes it
+otherwise, so the tests assert against the same independent references as before, read
+from disk.
 
 A value is kept under the function's name, a hash of its source text and its arguments,
 so that editing the reference function or a test's inputs never meets a stale value: such
@@ -23,7 +24,6 @@ import importlib
 import inspect
 import json
 import os
-import threading
 import time
 
 import mpmath as mp
@@ -39,7 +39,6 @@ DIGITS = 40
 #: set to 1 (``tests/make_stored.py`` does) to add computed values to :data:`PATH` at exit
 RECORD_VARIABLE = "JAXRDP_TEST_RECORD_STORED"
 
-_lock = threading.Lock()
 _functions: dict[str, object] = {}
 _recorded: dict[str, dict] = {}
 
@@ -50,6 +49,12 @@ def _load() -> dict:
             return json.load(f)
     except FileNotFoundError:
         return {}
+
+
+def _save(table: dict) -> None:
+    with open(PATH, "w", encoding="utf-8") as f:
+        json.dump(table, f, indent=1, sort_keys=True)
+        f.write("\n")
 
 
 _table = _load()
@@ -147,9 +152,7 @@ def stored(fn=None, *, depends=(), tag="", hints=()):
             entry = {"value": _encode(value), "seconds": round(time.perf_counter() - start, 3)}
             if given:
                 entry["hints"] = {k: _canonical(v) for k, v in given.items()}
-            with _lock:
-                _table[key] = entry
-                _recorded[key] = entry
+            _table[key] = _recorded[key] = entry
         mp.mp.dps = max(mp.mp.dps, DIGITS)
         return _decode(entry["value"])
 
@@ -194,24 +197,16 @@ def prune(modules) -> int:
     (test module names) or whose source has changed; returns how many were dropped."""
     for module in modules:
         importlib.import_module(module)
-    with _lock:
-        table = _load()
-        kept = {k: v for k, v in table.items() if k.split("[", 1)[0] in _functions}
-        with open(PATH, "w", encoding="utf-8") as f:
-            json.dump(kept, f, indent=1, sort_keys=True)
-            f.write("\n")
+    table = _load()
+    kept = {k: v for k, v in table.items() if k.split("[", 1)[0] in _functions}
+    _save(kept)
     return len(table) - len(kept)
 
 
 def _write_recorded():
     if not os.environ.get(RECORD_VARIABLE) or not _recorded:
         return
-    with _lock:
-        table = _load()
-        table.update(_recorded)
-        with open(PATH, "w", encoding="utf-8") as f:
-            json.dump(table, f, indent=1, sort_keys=True)
-            f.write("\n")
+    _save({**_load(), **_recorded})
 
 
 atexit.register(_write_recorded)

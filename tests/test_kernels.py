@@ -36,6 +36,7 @@ DP_ACCOUNTING_ORDERS = np.array(
     dtype=np.float64,
 )
 
+
 @stored(depends=(mp_reference.log_a_integer,))
 def _stored_log_a_integer(q, sigma, alpha, dps):
     """:func:`mp_reference.log_a_integer`, kept in tests/data/stored.json (binomial sums of

@@ -102,10 +102,11 @@ def _mp_epsilon(q, sigma, steps, delta, orders):
 
 
 def _dp_accounting_version():
+    from importlib import metadata
+
     try:
-        from importlib.metadata import version
-        return version("dp-accounting")
-    except Exception:  # not installed: the test that uses it skips
+        return metadata.version("dp-accounting")
+    except metadata.PackageNotFoundError:  # not installed: the test that uses it skips
         return ""
 
 
