@@ -141,7 +141,7 @@ def test_escalation_defers_a_step_for_runs_far_above_the_tolerance():
              2: ([4.0, 3.0, 3.5, 9.0], [1e-7, 1e-3, 1e-3, 1e-9]),
              3: ([4.5, 4.0, 2.0, 9.0], [1e-3, 1e-3, 1e-8, 1e-9])}
 
-    def fn(run, nx, nu, c_scale, narrow, shifted, warm):
+    def fn(run, nx, nu, c_scale, narrow, shifted, warm, few_scale):
         idx = np.asarray(run)[:, 0].astype(int)  # padded to a chunk by repeating the last run
         calls.append((nx, sorted(set(idx.tolist()))))
         return tuple(np.asarray(v)[idx] for v in table[nx])
@@ -163,7 +163,7 @@ def test_escalation_skips_a_step_for_runs_above_its_gate():
     table = {1: ([5.0, 5.0, 5.0, 5.0], [1e-3, 0.5, np.nan, 1e-7]),
              2: ([4.0, 4.0, 4.0, 4.0], [1e-8, 1e-8, 1e-8, 1e-8])}
 
-    def fn(run, nx, nu, c_scale, narrow, shifted, warm):
+    def fn(run, nx, nu, c_scale, narrow, shifted, warm, few_scale):
         idx = np.asarray(run)[:, 0].astype(int)
         calls.append((nx, sorted(set(idx.tolist()))))
         return tuple(np.asarray(v)[idx] for v in table[nx])
@@ -192,6 +192,24 @@ def test_lines_of_one_tier_share_one_compiled_program():
     # upper bounds of one δ: any two are within the sum of their bounds (log δ ≈ relative)
     assert np.all(np.abs(log_rem[:, None] - log_rem[None]) <= rel[:, None] + rel[None] + 1e-14)
     assert np.ptp(log_rem) > 0  # three lines, three sets of nodes (measured 1.3e-7 apart)
+
+
+def test_few_sampled_runs_take_their_own_line_in_the_same_program():
+    """A step with ``few_scale`` puts the runs of sampling spread q·√T below
+    ``_FEW_SAMPLED_SPREAD`` on Re z = few_scale·c and the others on c_scale·c, in the program
+    the tier's other lines use: each run's result is bitwise that of the step on its line."""
+    q, t = np.array([[0.002], [0.05]]), np.array([[300.0], [3000.0]])  # spread 0.035 and 2.7
+    assert (q[:, 0] * np.sqrt(t[:, 0]) < profile._FEW_SAMPLED_SPREAD).tolist() == [True, False]
+    args = [q, np.array([[1.0], [1.5]]), t, np.array([1.0, 1.0])]
+    with jax.enable_x64(True):
+        before = profile._delta_chunk._cache_size()
+        few, half, whole = (profile._chunked(profile._delta_chunk, args, profile._Step(
+            129, 48, scale, few_scale=few_scale)) for scale, few_scale in (
+                (1.0, 0.5), (0.5, None), (1.0, None)))
+        assert profile._delta_chunk._cache_size() <= before + 1
+    for got, run_half, run_whole in zip(few, half, whole):
+        np.testing.assert_array_equal(got, [run_half[0], run_whole[1]])
+    assert half[0][0] != whole[0][0]  # the two lines differ
 
 
 def test_gaussian_order_is_the_gaussian_rdp_optimum():
@@ -226,15 +244,27 @@ def test_warm_first_step_settles_what_the_cold_one_does():
     with jax.enable_x64(True):
         args = [q[:, None], s[:, None], t[:, None], np.full(n, np.log(1e-5))]
         args.append(np.asarray(profile._rdp_companion("epsilon", *args[:3], np.full(n, 1e-5), True)))
-        (eps_c, rel_c), (eps_w, rel_w) = (
+        first = profile._ESCALATION[0]
+        (eps_c, rel_c), (eps_w, rel_w), (eps_f, rel_f) = (
             profile._chunked(profile._epsilon_value_chunk, args, step)
-            for step in (profile._Step(*profile.TIERS[0]), profile._ESCALATION[0]))
-    assert profile._ESCALATION[0].warm and not profile._Step(*profile.TIERS[0]).warm
+            for step in (profile._Step(*profile.TIERS[0]), first._replace(few_scale=None),
+                         first))
+    assert first.warm and not profile._Step(*profile.TIERS[0]).warm
     settled = rel_w <= profile.TOLERANCE
     np.testing.assert_array_equal(settled, rel_c <= profile.TOLERANCE)
     assert settled.sum() == 48
     np.testing.assert_allclose(eps_w[settled], eps_c[settled], rtol=5e-11)
     assert np.all(eps_w[settled] < args[4][settled])  # below the RDP bound it starts from
+    # the few-sampled runs (q·√T < 0.3) on Re z = c/2 (``few_scale``): 5 more settled, none
+    # fewer; the others are the same lines, bitwise
+    settled_f = rel_f <= profile.TOLERANCE
+    assert np.all(settled_f[settled]) and settled_f.sum() == 53
+    spread = q * np.sqrt(t)
+    many = spread >= profile._FEW_SAMPLED_SPREAD
+    np.testing.assert_array_equal(eps_f[many], eps_w[many])
+    both = settled & ~many
+    assert both.any()
+    np.testing.assert_allclose(eps_f[both], eps_w[both], rtol=2e-6)  # each within 1e-6
 
 
 def test_rdp_companion_shares_one_program_across_small_calls():
@@ -1035,7 +1065,7 @@ def test_escalation_replaces_a_step_without_a_result():
     """A run whose step gave NaN (no result; the first steps did for 0.5% of the benchmark's
     runs on an H200) takes a later step's result. NaN compares false, and was kept before."""
 
-    def step_result(segments, eps, nx, nu, c_scale, narrow, shifted, warm):
+    def step_result(segments, eps, nx, nu, c_scale, narrow, shifted, warm, few_scale):
         if nx == profile.TIERS[0][0]:
             return np.full_like(eps, np.nan), np.full_like(eps, np.nan)
         return eps * (1 + 1e-7), np.full_like(eps, 1e-9)
