@@ -8,7 +8,10 @@ apart), PLD's time per run on a sample (pessimistic, value_discretization_interv
 their ratio, and the agreement. With ``--calibrate N``: σ for N targets ε ∈ [1, 8]
 (``sweep.noise_multiplier(accountant="profile")``) against
 ``mechanism_calibration.calibrate_dp_mechanism`` with the PLD accountant on a sample, with
-a check that ε_profile(σ*) ≤ target for every target.
+a check that ε_profile(σ*) ≤ target for every target. With ``--by-step``: the timed call's
+escalation step by step (the tier, the line's scale, how many runs it took, how many of
+those its own result put within ``profile.TOLERANCE``, and its time per run of all runs and
+per run of its own).
 """
 
 import argparse
@@ -30,22 +33,54 @@ def pld_epsilon(q, sigma, steps, delta, interval=1e-4):
     return acc.get_epsilon(delta)
 
 
+def _timed_steps(record):
+    """Wraps ``profile._chunked`` (each escalation step's batched call) to append (step,
+    runs, runs within the tolerance, seconds) to ``record``; returns the original."""
+    original = profile._chunked
+
+    def chunked(fn, args, step):
+        t0 = time.perf_counter()
+        out = original(fn, args, step)  # NumPy results: the step has finished
+        record.append((step, args[0].shape[0], int(np.sum(out[-1] <= profile.TOLERANCE)),
+                       time.perf_counter() - t0))
+        return out
+
+    profile._chunked = chunked
+    return original
+
+
+def _print_steps(record, n):
+    print("step (x-nodes, line nodes, Re z / c, few-sampled Re z / c): runs, settled by it, "
+          "ms per run of all (of its own)")
+    for step, runs, settled, seconds in record:
+        few = step.c_scale if step.few_scale is None else step.few_scale
+        print(f"  ({step.nx}, {step.nu}, {step.c_scale:g}, {few:g}): {runs}, {settled}, "
+              f"{seconds / n * 1e3:.3f} ({seconds / runs * 1e3:.2f})")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=10000)
     ap.add_argument("--pld-sample", type=int, default=10)
     ap.add_argument("--delta", type=float, default=1e-5)
     ap.add_argument("--calibrate", type=int, default=0, help="also calibrate σ for N targets")
+    ap.add_argument("--by-step", action="store_true",
+                    help="also time the escalation's steps (in the timed call)")
     a = ap.parse_args()
     rng = np.random.default_rng(0)
     q = 10 ** rng.uniform(-3, -1, a.n)
     s = rng.uniform(0.6, 5.0, a.n)
     t = np.round(10 ** rng.uniform(2, 5, a.n))
     profile.epsilon(q, s, t, a.delta).epsilon.block_until_ready()  # compile every tier used
+    record = []
+    original = _timed_steps(record) if a.by_step else None
     t0 = time.perf_counter()
     res = profile.epsilon(q, s, t, a.delta)
     eps = np.asarray(res.epsilon)
     per_run = (time.perf_counter() - t0) / a.n
+    if original is not None:
+        profile._chunked = original
+        _print_steps(record, a.n)
     st = np.asarray(res.status)
     print(f"profile: {a.n} runs, {per_run * 1e3:.3f} ms/run; status ok/bounded/rdp = "
           f"{np.mean(st == 0):.3f}/{np.mean(st == 1):.3f}/{np.mean(st == 2):.3f}; "
