@@ -53,9 +53,8 @@ def _print_steps(record, n):
     print("step (x-nodes, line nodes, Re z / c, few-sampled Re z / c): runs, settled by it, "
           "ms per run of all (of its own)")
     for step, runs, settled, seconds in record:
-        few = step.c_scale if step.few_scale is None else step.few_scale
-        print(f"  ({step.nx}, {step.nu}, {step.c_scale:g}, {few:g}): {runs}, {settled}, "
-              f"{seconds / n * 1e3:.3f} ({seconds / runs * 1e3:.2f})")
+        print(f"  ({step.nx}, {step.nu}, {step.c_scale:g}, {step.few_line_scale:g}): "
+              f"{runs}, {settled}, {seconds / n * 1e3:.3f} ({seconds / runs * 1e3:.2f})")
 
 
 def main():

@@ -252,6 +252,11 @@ class _Step(NamedTuple):
     warm: bool = False
     few_scale: float | None = None
 
+    @property
+    def few_line_scale(self) -> float:
+        """The few-sampled runs' Re z over c: ``few_scale``, or ``c_scale`` where unset."""
+        return self.c_scale if self.few_scale is None else self.few_scale
+
 
 #: The order of escalation (:class:`_Step`, a tier on the line Re z = c_scale·c): the
 #: two cheaper tiers, then the bigger ones on lines closer to the imaginary axis, the last
@@ -1139,8 +1144,8 @@ def _chunked(fn, args, step: _Step):
     size = _chunk_size(n, segs * (step.nu + step.nx) * 128)
     # few_scale as a float on every step (c_scale where unset): the steps of one tier keep
     # sharing one compiled program
-    few = step.c_scale if step.few_scale is None else step.few_scale
-    static = (step.nx, step.nu, step.c_scale, step.narrow, step.shifted, step.warm, few)
+    static = (step.nx, step.nu, step.c_scale, step.narrow, step.shifted, step.warm,
+              step.few_line_scale)
     return _in_pieces(lambda *piece: _program_cache.call(fn.__name__, fn, list(piece), static),
                       args, size)
 
